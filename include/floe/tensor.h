@@ -1,0 +1,50 @@
+// Tensor descriptions: element type, logical dims and element strides. floe never copies a
+// tensor into a layout it prefers; kernels address these strides directly (P4).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+namespace floe {
+
+enum class DType : uint8_t { f16, bf16, f32, i32 };
+
+const char* to_string(DType dtype);
+size_t size_of(DType dtype);
+
+// Every tensor a problem can name. The order is the order of Arguments and of messages.
+enum class TensorId : uint8_t {
+  q, k, v, o, stats, bias, sink, seq_len_q, seq_len_kv,  // forward operands
+  d_o, dq, dk, dv, dbias, dsink,                         // backward only
+};
+inline constexpr int kTensorCount = 15;
+inline constexpr int index_of(TensorId id) { return static_cast<int>(id); }
+
+// "q", "k", ..., "do", "dq", ...: the names used in messages, case files and strides.
+const char* to_string(TensorId id);
+// Parses the names above; returns false for an unknown name.
+bool tensor_id_from_string(const char* name, TensorId* out);
+
+struct TensorDesc {
+  static constexpr int kMaxRank = 4;
+
+  DType dtype = DType::bf16;
+  int rank = 0;
+  std::array<int64_t, kMaxRank> dims{};
+  std::array<int64_t, kMaxRank> strides{};  // in elements
+
+  // Dense, C-order (last dim fastest).
+  static TensorDesc packed(DType dtype, std::initializer_list<int64_t> dims);
+  static TensorDesc strided(DType dtype, std::initializer_list<int64_t> dims,
+                            std::initializer_list<int64_t> strides);
+
+  int64_t numel() const;
+  // Elements from the base pointer to one past the last addressed element: the allocation a
+  // caller needs. Assumes non-negative strides (validation refuses negative ones).
+  int64_t span() const;
+  size_t span_bytes() const { return static_cast<size_t>(span()) * size_of(dtype); }
+};
+
+}  // namespace floe

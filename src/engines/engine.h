@@ -1,0 +1,38 @@
+// What every engine is: a name, a verdict on a problem, and a plan that launches.
+// Engines never call back into the planner; the planner asks each one the same questions.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "floe/plan.h"
+#include "plan/facts.h"
+#include "plan/workspace.h"
+
+namespace floe::detail {
+
+// What an engine decided at build: launch geometry and kernel choice live in subclasses.
+class LaunchPlan {
+ public:
+  virtual ~LaunchPlan() = default;
+  // Runs the problem. Arguments and workspace were checked by the caller. Must not allocate
+  // or synchronise (P2).
+  virtual Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
+                        Stream stream) const = 0;
+  // The alignment, in bytes, the kernels need of a tensor's base pointer.
+  virtual size_t pointer_alignment(TensorId id, const Facts& facts) const;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* name() const = 0;
+  // Empty when the engine serves this problem on this target; else why not, naming the
+  // tensor or feature.
+  virtual std::string decline_reason(const Facts& facts, const Target& target) const = 0;
+  // Only called after an empty decline_reason. Adds the engine's workspace chunks.
+  virtual std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
+                                                 WorkspaceLayout& workspace) const = 0;
+};
+
+}  // namespace floe::detail

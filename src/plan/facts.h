@@ -1,0 +1,37 @@
+// Facts: what a validated problem needs, flattened once so engines ask simple questions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "floe/problem.h"
+
+namespace floe::detail {
+
+struct Facts {
+  Direction direction = Direction::forward;
+  DType dtype = DType::bf16;
+  int64_t b = 0, h_q = 0, h_kv = 0, s_q = 0, s_kv = 0, d_qk = 0, d_v = 0;
+  int64_t group = 1;  // h_q / h_kv: query heads per key/value head
+
+  std::array<TensorDesc, kTensorCount> tensor{};
+  std::array<bool, kTensorCount> declared{};
+
+  double scale = 0;  // resolved: the default is 1/sqrt(d_qk)
+  bool has_softcap = false;
+  double softcap = 0;
+  Mask mask;
+  bool deterministic = false;
+
+  bool has(TensorId id) const { return declared[index_of(id)]; }
+  const TensorDesc& t(TensorId id) const { return tensor[index_of(id)]; }
+  bool backward() const { return direction == Direction::backward; }
+  // Bias broadcast: true when the bias has size 1 in that dim while the problem does not.
+  bool bias_broadcast_b() const { return has(TensorId::bias) && t(TensorId::bias).dims[0] == 1; }
+  bool bias_broadcast_h() const { return has(TensorId::bias) && t(TensorId::bias).dims[1] == 1; }
+};
+
+// Only for problems that passed validate().
+Facts make_facts(const Problem& problem);
+
+}  // namespace floe::detail

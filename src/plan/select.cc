@@ -1,0 +1,30 @@
+#include "plan/select.h"
+
+#include "engines/generic/generic_engine.h"
+#include "engines/reference/reference_engine.h"
+
+namespace floe::detail {
+
+const std::vector<const Engine*>& ranked_engines() {
+  static const std::vector<const Engine*> engines = {&generic_engine(), &reference_engine()};
+  return engines;
+}
+
+Selection select_engine(const Facts& facts, const Target& target, const std::string& pinned) {
+  Selection sel;
+  for (const Engine* e : ranked_engines()) {
+    EngineVerdict v;
+    v.engine = e->name();
+    if (pinned != "auto" && pinned != v.engine) {
+      v.reason = "not the pinned engine (" + pinned + ")";
+    } else {
+      v.reason = e->decline_reason(facts, target);
+    }
+    v.accepted = v.reason.empty();
+    if (v.accepted && sel.engine == nullptr) sel.engine = e;
+    sel.verdicts.push_back(std::move(v));
+  }
+  return sel;
+}
+
+}  // namespace floe::detail

@@ -1,0 +1,94 @@
+#include <cstring>
+
+#include "floe/status.h"
+#include "floe/tensor.h"
+
+namespace floe {
+
+namespace {
+constexpr const char* kTensorNames[kTensorCount] = {
+    "q", "k", "v", "o", "stats", "bias", "sink", "seq_len_q", "seq_len_kv",
+    "do", "dq", "dk", "dv", "dbias", "dsink"};
+}
+
+const char* to_string(Code code) {
+  switch (code) {
+    case Code::ok: return "ok";
+    case Code::invalid_problem: return "invalid problem";
+    case Code::not_supported: return "not supported";
+    case Code::invalid_argument: return "invalid argument";
+    case Code::workspace: return "workspace";
+    case Code::device_error: return "device error";
+    case Code::internal: return "internal error";
+  }
+  return "?";
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "f32";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+size_t size_of(DType dtype) {
+  return (dtype == DType::f16 || dtype == DType::bf16) ? 2 : 4;
+}
+
+const char* to_string(TensorId id) { return kTensorNames[index_of(id)]; }
+
+bool tensor_id_from_string(const char* name, TensorId* out) {
+  for (int i = 0; i < kTensorCount; ++i) {
+    if (std::strcmp(name, kTensorNames[i]) == 0) {
+      *out = static_cast<TensorId>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+TensorDesc TensorDesc::packed(DType dtype, std::initializer_list<int64_t> dims) {
+  TensorDesc d;
+  d.dtype = dtype;
+  d.rank = static_cast<int>(dims.size() > kMaxRank ? kMaxRank : dims.size());
+  int i = 0;
+  for (int64_t x : dims) {
+    if (i < kMaxRank) d.dims[i++] = x;
+  }
+  int64_t stride = 1;
+  for (int j = d.rank - 1; j >= 0; --j) {
+    d.strides[j] = stride;
+    stride *= d.dims[j];
+  }
+  return d;
+}
+
+TensorDesc TensorDesc::strided(DType dtype, std::initializer_list<int64_t> dims,
+                               std::initializer_list<int64_t> strides) {
+  TensorDesc d = packed(dtype, dims);
+  int i = 0;
+  for (int64_t s : strides) {
+    if (i < kMaxRank) d.strides[i++] = s;
+  }
+  return d;
+}
+
+int64_t TensorDesc::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+int64_t TensorDesc::span() const {
+  int64_t last = 0;
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] <= 0) return 0;
+    last += (dims[i] - 1) * strides[i];
+  }
+  return last + 1;
+}
+
+}  // namespace floe

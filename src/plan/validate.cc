@@ -1,0 +1,284 @@
+#include "plan/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace floe::detail {
+
+namespace {
+
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+
+// The logical name of each dim of each tensor, for messages.
+const char* dim_name(TensorId id, int i) {
+  switch (id) {
+    case TensorId::q: case TensorId::dq: {
+      static const char* n[] = {"b", "h_q", "s_q", "d_qk"};
+      return n[i];
+    }
+    case TensorId::k: case TensorId::dk: {
+      static const char* n[] = {"b", "h_kv", "s_kv", "d_qk"};
+      return n[i];
+    }
+    case TensorId::v: case TensorId::dv: {
+      static const char* n[] = {"b", "h_kv", "s_kv", "d_v"};
+      return n[i];
+    }
+    case TensorId::o: case TensorId::d_o: {
+      static const char* n[] = {"b", "h_q", "s_q", "d_v"};
+      return n[i];
+    }
+    case TensorId::stats: {
+      static const char* n[] = {"b", "h_q", "s_q"};
+      return n[i];
+    }
+    case TensorId::bias: case TensorId::dbias: {
+      static const char* n[] = {"b", "h_q", "s_q", "s_kv"};
+      return n[i];
+    }
+    case TensorId::sink: case TensorId::dsink: return "h_q";
+    case TensorId::seq_len_q: case TensorId::seq_len_kv: return "b";
+  }
+  return "?";
+}
+
+int rank_of(TensorId id) {
+  switch (id) {
+    case TensorId::stats: return 3;
+    case TensorId::sink: case TensorId::dsink:
+    case TensorId::seq_len_q: case TensorId::seq_len_kv: return 1;
+    default: return 4;
+  }
+}
+
+bool is_output(TensorId id, Direction dir) {
+  if (dir == Direction::forward) return id == TensorId::o || id == TensorId::stats;
+  return id == TensorId::dq || id == TensorId::dk || id == TensorId::dv ||
+         id == TensorId::dbias || id == TensorId::dsink;
+}
+
+bool is_backward_only(TensorId id) {
+  return id == TensorId::d_o || id == TensorId::dq || id == TensorId::dk || id == TensorId::dv ||
+         id == TensorId::dbias || id == TensorId::dsink;
+}
+
+class Checker {
+ public:
+  explicit Checker(const Problem& p) : p_(p) {}
+
+  std::vector<std::string> run() {
+    if (!p_.setter_error().empty()) add(p_.setter_error());
+    check_declarations();
+    if (!errors_.empty()) return errors_;
+    for (int i = 0; i < kTensorCount; ++i) {
+      const auto id = static_cast<TensorId>(i);
+      if (p_.has(id)) check_tensor(id, *p_.tensor(id));
+    }
+    if (!errors_.empty()) return errors_;  // sizes below need sane ranks and dims
+    check_sizes();
+    check_outputs();
+    check_scalars();
+    return errors_;
+  }
+
+ private:
+  void add(std::string msg) { errors_.push_back(std::move(msg)); }
+
+  static std::string t(TensorId id) { return std::string("tensor '") + to_string(id) + "'"; }
+
+  void check_declarations() {
+    const Direction dir = p_.direction();
+    const bool bwd = dir == Direction::backward;
+    for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::o}) {
+      if (!p_.has(id)) add(t(id) + ": missing; every problem needs q, k, v and o");
+    }
+    for (int i = 0; i < kTensorCount; ++i) {
+      const auto id = static_cast<TensorId>(i);
+      if (!bwd && is_backward_only(id) && p_.has(id)) {
+        add(t(id) + ": declared in a forward problem; it belongs to the backward only");
+      }
+    }
+    if (bwd) {
+      for (TensorId id : {TensorId::d_o, TensorId::stats, TensorId::dq, TensorId::dk,
+                          TensorId::dv}) {
+        if (!p_.has(id)) add(t(id) + ": missing; the backward needs do, stats, dq, dk and dv");
+      }
+      if (p_.has(TensorId::dbias) && !p_.has(TensorId::bias)) {
+        add(t(TensorId::dbias) + ": declared without a bias; dbias is the gradient of bias");
+      }
+      if (p_.has(TensorId::dsink) && !p_.has(TensorId::sink)) {
+        add(t(TensorId::dsink) + ": declared without a sink; dsink is the gradient of sink");
+      }
+    }
+  }
+
+  void check_tensor(TensorId id, const TensorDesc& d) {
+    const int want_rank = rank_of(id);
+    if (d.rank != want_rank) {
+      add(t(id) + " rank: is " + std::to_string(d.rank) + ", must be " + std::to_string(want_rank));
+      return;
+    }
+    for (int i = 0; i < d.rank; ++i) {
+      const std::string field = " dims[" + std::to_string(i) + "] (" + dim_name(id, i) + ")";
+      if (d.dims[i] <= 0) {
+        add(t(id) + field + " = " + std::to_string(d.dims[i]) + ": must be positive");
+      } else if (d.dims[i] > kMaxDim) {
+        add(t(id) + field + " = " + std::to_string(d.dims[i]) + ": must be below 2^31");
+      }
+      if (d.strides[i] < 0) {
+        add(t(id) + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) +
+            ": must not be negative");
+      }
+    }
+    // dtype
+    const DType q_dtype = p_.has(TensorId::q) ? p_.tensor(TensorId::q)->dtype : p_.dtype();
+    switch (id) {
+      case TensorId::q:
+        if (d.dtype != DType::f16 && d.dtype != DType::bf16) {
+          add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be f16 or bf16");
+        }
+        break;
+      case TensorId::stats: case TensorId::sink: case TensorId::dsink:
+        if (d.dtype != DType::f32) {
+          add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be f32");
+        }
+        break;
+      case TensorId::seq_len_q: case TensorId::seq_len_kv:
+        if (d.dtype != DType::i32) {
+          add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be i32");
+        }
+        break;
+      default:
+        if (d.dtype != q_dtype) {
+          add(t(id) + " dtype: is " + to_string(d.dtype) + ", must match q's (" +
+              to_string(q_dtype) + ")");
+        }
+    }
+  }
+
+  // Checks that tensor `id` dim `i` equals `want`, which the reference tensor `ref` set.
+  void expect_dim(TensorId id, int i, int64_t want, const char* from) {
+    if (!p_.has(id)) return;
+    const int64_t got = p_.tensor(id)->dims[i];
+    if (got != want) {
+      add(t(id) + " dims[" + std::to_string(i) + "] (" + dim_name(id, i) + ") = " +
+          std::to_string(got) + ": must equal " + from + " (" + std::to_string(want) + ")");
+    }
+  }
+
+  void check_sizes() {
+    const TensorDesc& q = *p_.tensor(TensorId::q);
+    const TensorDesc& k = *p_.tensor(TensorId::k);
+    const TensorDesc& v = *p_.tensor(TensorId::v);
+    const int64_t b = q.dims[0], h_q = q.dims[1], s_q = q.dims[2], d_qk = q.dims[3];
+    const int64_t h_kv = k.dims[1], s_kv = k.dims[2], d_v = v.dims[3];
+
+    expect_dim(TensorId::k, 0, b, "q's b");
+    expect_dim(TensorId::k, 3, d_qk, "q's d_qk");
+    expect_dim(TensorId::v, 0, b, "q's b");
+    expect_dim(TensorId::v, 1, h_kv, "k's h_kv");
+    expect_dim(TensorId::v, 2, s_kv, "k's s_kv");
+    if (h_q % h_kv != 0) {
+      add(t(TensorId::k) + " dims[1] (h_kv) = " + std::to_string(h_kv) + ": h_q (" +
+          std::to_string(h_q) + ") must be a multiple of h_kv");
+    }
+    for (TensorId id : {TensorId::o, TensorId::d_o}) {
+      expect_dim(id, 0, b, "q's b");
+      expect_dim(id, 1, h_q, "q's h_q");
+      expect_dim(id, 2, s_q, "q's s_q");
+      expect_dim(id, 3, d_v, "v's d_v");
+    }
+    for (int i = 0; i < 4; ++i) {
+      expect_dim(TensorId::dq, i, q.dims[i], "q's");
+      expect_dim(TensorId::dk, i, k.dims[i], "k's");
+      expect_dim(TensorId::dv, i, v.dims[i], "v's");
+    }
+    expect_dim(TensorId::stats, 0, b, "q's b");
+    expect_dim(TensorId::stats, 1, h_q, "q's h_q");
+    expect_dim(TensorId::stats, 2, s_q, "q's s_q");
+    if (p_.has(TensorId::bias)) {
+      const TensorDesc& bias = *p_.tensor(TensorId::bias);
+      if (bias.dims[0] != 1 && bias.dims[0] != b) {
+        add(t(TensorId::bias) + " dims[0] (b) = " + std::to_string(bias.dims[0]) +
+            ": must be 1 or q's b (" + std::to_string(b) + ")");
+      }
+      if (bias.dims[1] != 1 && bias.dims[1] != h_q) {
+        add(t(TensorId::bias) + " dims[1] (h_q) = " + std::to_string(bias.dims[1]) +
+            ": must be 1 or q's h_q (" + std::to_string(h_q) + ")");
+      }
+      expect_dim(TensorId::bias, 2, s_q, "q's s_q");
+      expect_dim(TensorId::bias, 3, s_kv, "k's s_kv");
+      for (int i = 0; i < 4; ++i) expect_dim(TensorId::dbias, i, bias.dims[i], "bias's");
+    }
+    expect_dim(TensorId::sink, 0, h_q, "q's h_q");
+    expect_dim(TensorId::dsink, 0, h_q, "q's h_q");
+    expect_dim(TensorId::seq_len_q, 0, b, "q's b");
+    expect_dim(TensorId::seq_len_kv, 0, b, "q's b");
+  }
+
+  void check_outputs() {
+    for (int i = 0; i < kTensorCount; ++i) {
+      const auto id = static_cast<TensorId>(i);
+      if (!p_.has(id) || !is_output(id, p_.direction())) continue;
+      if (!is_non_overlapping(*p_.tensor(id))) {
+        add(t(id) + " strides: the output overlaps itself (two indices address one element)");
+      }
+    }
+  }
+
+  void check_scalars() {
+    if (p_.scale()) {
+      const double s = *p_.scale();
+      if (!std::isfinite(s) || s == 0.0) add("problem scale: must be finite and non-zero");
+    }
+    if (p_.softcap()) {
+      const double c = *p_.softcap();
+      if (!std::isfinite(c) || c <= 0.0) add("problem softcap: must be finite and positive");
+    }
+    const Mask& m = p_.mask();
+    for (const auto* bound : {&m.left, &m.right}) {
+      if (*bound && (**bound > kMaxDim || **bound < -kMaxDim)) {
+        add(std::string("problem mask ") + (bound == &m.left ? "left" : "right") +
+            ": must lie within +-(2^31 - 1)");
+      }
+    }
+  }
+
+  const Problem& p_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+bool is_non_overlapping(const TensorDesc& desc) {
+  // Sort the dims that matter (size > 1) by stride; each must step past everything the
+  // smaller ones reach. Sufficient, and exact for every layout a framework produces.
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int i = 0; i < desc.rank; ++i) {
+    if (desc.dims[i] > 1) dims.emplace_back(desc.strides[i], desc.dims[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // largest offset the smaller dims address
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return false;
+    reach += stride * (size - 1);
+  }
+  return true;
+}
+
+std::vector<std::string> validate(const Problem& problem) { return Checker(problem).run(); }
+
+Status validate_status(const Problem& problem) {
+  const std::vector<std::string> errors = validate(problem);
+  if (errors.empty()) return Status();
+  std::string msg = errors.front();
+  if (errors.size() > 1) {
+    msg += " (and " + std::to_string(errors.size() - 1) + " more: ";
+    for (size_t i = 1; i < errors.size(); ++i) msg += (i > 1 ? "; " : "") + errors[i];
+    msg += ")";
+  }
+  return Status(Code::invalid_problem, msg);
+}
+
+}  // namespace floe::detail
