@@ -1,0 +1,1 @@
+// keeps floe_test_support non-empty
