@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# floe's main job on a fresh machine: set up, build, and run `floe demo` (forward and backward
+# of a representative problem on the best engine available: the GPU where there is one, the
+# CPU reference engine otherwise).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/build.sh"
+exec "${BUILD_DIR:-$root/build}/tools/floe/floe" demo "$@"
