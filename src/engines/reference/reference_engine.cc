@@ -1,7 +1,33 @@
+// The reference engine's verdict and plan: any valid problem on the CPU; the plan fixes the
+// thread count and the workspace (per-thread fp64 rows, and the backward's Delta per row).
 #include "engines/reference/reference_engine.h"
+
+#include <algorithm>
+
+#include "engines/reference/reference_parallel.h"
+#include "engines/reference/reference_passes.h"
 
 namespace floe::detail {
 namespace {
+
+class ReferenceLaunch final : public LaunchPlan {
+ public:
+  explicit ReferenceLaunch(int threads) : threads_(threads) {}
+
+  Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
+                Stream) const override {
+    const reference::Operands ops(facts, args);
+    if (facts.backward()) {
+      reference::run_backward(ops, ws, threads_);
+    } else {
+      reference::run_forward(ops, ws, threads_);
+    }
+    return Status();
+  }
+
+ private:
+  int threads_;
+};
 
 class ReferenceEngine final : public Engine {
  public:
@@ -10,9 +36,16 @@ class ReferenceEngine final : public Engine {
     if (target.kind != Target::Kind::cpu) return "runs on the CPU only";
     return "";
   }
-  std::unique_ptr<const LaunchPlan> plan(const Facts&, const Target&,
-                                         WorkspaceLayout&) const override {
-    return nullptr;  // TODO
+  std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
+                                         WorkspaceLayout& workspace) const override {
+    const int threads = std::clamp(target.cpu_threads, 1, reference::kMaxThreads);
+    const int64_t per_thread = facts.backward() ? reference::backward_scratch_doubles(facts)
+                                                : reference::forward_scratch_doubles(facts);
+    workspace.add(reference::kRowScratch, sizeof(double) * threads * per_thread);
+    if (facts.backward()) {
+      workspace.add(reference::kDelta, sizeof(double) * facts.b * facts.h_q * facts.s_q);
+    }
+    return std::make_unique<ReferenceLaunch>(threads);
   }
 };
 
