@@ -1,6 +1,7 @@
 // Status and Result: how floe says no. Every refusal names the tensor, the field and the rule.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -37,24 +38,23 @@ class Status {
 template <class T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)), has_value_(true) {}  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}            // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
-  bool ok() const { return has_value_; }
+  bool ok() const { return value_.has_value(); }
   explicit operator bool() const { return ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return value_; }
-  const T& value() const& { return value_; }
-  T&& value() && { return std::move(value_); }
-  T& operator*() & { return value_; }
-  const T& operator*() const& { return value_; }
-  T* operator->() { return &value_; }
-  const T* operator->() const { return &value_; }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
 
  private:
-  T value_{};
+  std::optional<T> value_;
   Status status_;
-  bool has_value_ = false;
 };
 
 }  // namespace floe

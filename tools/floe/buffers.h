@@ -5,27 +5,38 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "floe/arguments.h"
 #include "floe/problem.h"
 #include "floe/status.h"
+#include "guarded_block.h"
 #include "npy.h"
 
 namespace floe::tool {
 
-enum class Memory { host, device };
+// Memory (host or device) is declared in guarded_block.h.
 
 class TensorBuffers {
  public:
-  static constexpr size_t kCanaryBytes = 256;
+  static constexpr size_t kCanaryBytes = GuardedBlock::kCanaryBytes;
+  static constexpr unsigned char kCanaryByte = GuardedBlock::kCanaryByte;
 
-  // Allocates every tensor the problem declares (cudaMalloc for device memory).
+  // The poison written into stride gaps and, by poison_outputs(), into outputs: a quiet NaN
+  // with a recognisable payload for f16 (0x7e5a), bf16 (0x7fda) and f32 (0x7fc05a5a);
+  // 0x7fffffff for i32. Returned in the low bits, size_of(dtype) bytes wide.
+  static uint32_t poison_bits(DType dtype);
+
+  // Allocates every tensor the problem declares (cudaMalloc for device memory), one block
+  // each: canaries around a span poisoned everywhere (gaps and addressed elements alike).
+  // Refuses negative strides. Zero strides (broadcast views) are fine.
   static Result<TensorBuffers> create(const Problem& problem, Memory memory);
 
   // Stores a logical float32 array into tensor `id`, rounded to its dtype (i32: exact ints).
-  // The shape must equal the tensor's dims.
+  // The shape must equal the tensor's dims. Where zero strides make several logical indices
+  // address one element, their values must agree once rounded, or the upload is refused.
   Status upload(TensorId id, const HostArray& array);
   // Writes NaN (f32/f16/bf16) or 0x7fffffff (i32) into every addressed element of every
   // output of the problem's direction, so that an element a run forgets to write shows up.
@@ -34,8 +45,9 @@ class TensorBuffers {
   Arguments arguments() const;
   // A tensor as a logical float32 array.
   Result<HostArray> download(TensorId id) const;
-  // Canaries intact and stride gaps still poisoned, for every tensor; the error names the
-  // tensor and the byte offset of the first damage.
+  // Canaries intact, stride gaps still poisoned and inputs as uploaded (engines never write
+  // them), for every tensor: reads every allocation back whole. The error (Code::internal)
+  // names the tensor and the byte offset from its base of the first damage, per tensor.
   Status check_guards() const;
 
   Memory memory() const;

@@ -5,9 +5,11 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "buffers.h"
 #include "floe/plan.h"
 #include "floe/problem.h"
 #include "npy.h"
@@ -18,6 +20,11 @@ using ArrayMap = std::map<std::string, HostArray>;  // by case name: q k v bias 
 
 // problem.json <-> Problem. Errors name the key and the rule.
 Result<Problem> problem_from_json(const nlohmann::json& json);
+// The sequence lengths are values, not part of a Problem: problem_to_json takes them from
+// `inputs` ("seq_len_q", "seq_len_kv": shape [b], integers) when the problem declares them.
+// Fails for a problem problem.json cannot express (a tensor whose dtype or dims differ from
+// what the shape and dtype imply, a backward bias without dbias).
+Result<nlohmann::json> problem_to_json(const Problem& problem, const ArrayMap& inputs = {});
 
 struct Case {
   std::string dir;
@@ -32,12 +39,18 @@ struct Case {
 std::vector<std::string> input_names(const Problem& problem);
 // The outputs: forward o [stats]; backward dq dk dv [dbias] [dsink].
 std::vector<std::string> output_names(const Problem& problem);
-// The TensorId of a case name ("do" -> d_o, ...).
+// The TensorId of a case name ("do" -> d_o, ...). Throws std::invalid_argument for a name
+// that is no tensor's.
 TensorId tensor_of(const std::string& name);
 
 Result<Case> read_case(const std::string& dir);
-// Writes problem.json and the inputs; creates the folder.
+// problem.json alone (inputs left empty): enough to plan and explain.
+Result<Case> read_case_problem(const std::string& dir);
+// Writes problem.json and the inputs; creates the folder. Inputs named seq_len_q/seq_len_kv
+// go into the json (replacing what it holds), every other input into NAME.npy.
 Status write_case(const std::string& dir, const nlohmann::json& json, const ArrayMap& inputs);
+// The same from a Problem (problem_to_json), for tests that write a reproducer.
+Status write_case(const std::string& dir, const Problem& problem, const ArrayMap& inputs);
 
 struct RunResult {
   std::string engine;

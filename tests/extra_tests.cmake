@@ -1,0 +1,20 @@
+# Extra test registrations, included by tests/CMakeLists.txt.
+
+# The command line end to end: cli_test runs the built floe binary.
+if(TARGET cli_test AND TARGET floe_cli)
+  target_compile_definitions(cli_test PRIVATE FLOE_CLI="$<TARGET_FILE:floe_cli>"
+                                              FLOE_CASES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/cases")
+  add_dependencies(cli_test floe_cli)
+endif()
+
+# The check made outside floe: numpy recomputes every hand-written case under tests/cases in
+# fp64 from DESIGN §2 and compares with `floe run --device cpu`. Skips (77) without numpy.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND AND TARGET floe_cli)
+  add_test(NAME external_check
+           COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${PROJECT_SOURCE_DIR}/.deps/python
+                   ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cpu/external_check.py
+                   --floe $<TARGET_FILE:floe_cli> --cases ${CMAKE_CURRENT_SOURCE_DIR}/cases
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/external_check)
+  set_tests_properties(external_check PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()
