@@ -1,0 +1,139 @@
+// Device helpers of the generic engine shared by its forward and backward kernels: actual
+// batch lengths (P6: read on the device), the visible ranges of the band mask, and the score
+// modifiers (scale, softcap, bias) of DESIGN §2. CUDA-only header.
+#pragma once
+
+#include <cstdint>
+
+#include "engines/generic/generic_params.h"
+#include "kernels/strided_view.cuh"
+
+namespace floe::detail::generic {
+
+using tile::load_elem;
+using tile::make_view;
+using tile::store_elem;
+using tile::View2D;
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+// The actual lengths of batch b and the diagonal's offset (|off| < 2^31: both lengths are).
+// Indices below are int: every extent is below 2^31 (validation); only element offsets,
+// index * stride, need 64 bits.
+struct BatchLens {
+  int sq, skv, off;
+};
+
+__device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
+  BatchLens L;
+  L.sq = static_cast<int>(p.s_q);
+  L.skv = static_cast<int>(p.s_kv);
+  // Values outside [0, S] are the caller's error; clamp so nothing outside is addressed.
+  if (p.seq_len_q.ptr != nullptr) {
+    const int32_t n = __ldg(static_cast<const int32_t*>(p.seq_len_q.ptr) + b * p.seq_len_q.s[0]);
+    L.sq = n < 0 ? 0 : (n < L.sq ? n : L.sq);
+  }
+  if (p.seq_len_kv.ptr != nullptr) {
+    const int32_t n = __ldg(static_cast<const int32_t*>(p.seq_len_kv.ptr) + b * p.seq_len_kv.s[0]);
+    L.skv = n < 0 ? 0 : (n < L.skv ? n : L.skv);
+  }
+  L.off = p.band.bottom_right ? L.skv - L.sq : 0;
+  return L;
+}
+
+// Keys visible to query i (0 <= i < sq): [lo, hi] with 0 <= lo <= skv and -1 <= hi < skv,
+// empty when lo > hi.
+__device__ __forceinline__ void keys_of_query(const Params& p, const BatchLens& L, int i, int& lo,
+                                              int& hi) {
+  lo = 0;
+  hi = L.skv - 1;
+  if (p.band.has_left) {
+    lo = static_cast<int>(max64(0, min64(int64_t{i} + L.off - p.band.left, L.skv)));
+  }
+  if (p.band.has_right) {
+    hi = static_cast<int>(min64(hi, max64(int64_t{i} + L.off + p.band.right, -1)));
+  }
+}
+
+// Keys visible to at least one query of [i0, i1] (0 <= i0 <= i1 < sq): the band's edges
+// move right with i, so [first key of i0, last key of i1] holds them all.
+__device__ __forceinline__ void keys_of_queries(const Params& p, const BatchLens& L, int i0, int i1,
+                                                int& lo, int& hi) {
+  int unused;
+  keys_of_query(p, L, i0, lo, unused);
+  keys_of_query(p, L, i1, unused, hi);
+}
+
+// Queries that see at least one key of [j0, j1] (0 <= j0 <= j1 < skv): [lo, hi] holds them.
+__device__ __forceinline__ void queries_of_keys(const Params& p, const BatchLens& L, int j0, int j1,
+                                                int& lo, int& hi) {
+  lo = 0;
+  hi = L.sq - 1;
+  if (p.band.has_right) {
+    lo = static_cast<int>(max64(0, min64(int64_t{j0} - L.off - p.band.right, L.sq)));
+  }
+  if (p.band.has_left) {
+    hi = static_cast<int>(min64(hi, max64(int64_t{j1} - L.off + p.band.left, -1)));
+  }
+}
+
+// The visible keys [lo, hi] of query i, empty for a padded query (i >= sq).
+__device__ __forceinline__ void row_window(const Params& p, const BatchLens& L, int i, int& lo,
+                                           int& hi) {
+  if (i < L.sq) {
+    keys_of_query(p, L, i, lo, hi);
+  } else {
+    lo = 1;
+    hi = 0;
+  }
+}
+
+// The logit of one visible score in base 2: t = log2(e) * (cap * tanh(x / cap) + bias) with
+// x = scale * dot (the softcap term only when set). th receives tanh(x / cap) (0 without a
+// softcap), which the backward needs for the softcap's derivative.
+__device__ __forceinline__ float logit2(const Params& p, float dot, float bias, float& th) {
+  if (!p.has_softcap) {
+    th = 0.f;
+    return fmaf(dot, p.scale_log2, bias * kLog2e);
+  }
+  th = tanhf(dot * p.scale * p.inv_softcap);
+  return fmaf(p.softcap, th, bias) * kLog2e;
+}
+
+// The bias of (b, h) row i, key j; 0 when the problem has none.
+template <class T>
+__device__ __forceinline__ float bias_at(const Params& p, int b, int h, int i, int j) {
+  if (!p.has_bias) return 0.f;
+  const auto* base = static_cast<const uint16_t*>(p.bias.ptr);
+  return load_elem<T>(base, b * p.bias.s[0] + h * p.bias.s[1] + i * p.bias.s[2] + j * p.bias.s[3]);
+}
+
+// The sink logit of head h.
+__device__ __forceinline__ float sink_at(const Params& p, int h) {
+  return static_cast<const float*>(p.sink.ptr)[h * p.sink.s[0]];
+}
+
+// Peels the fastest coordinate (of extent `extent`) off a logical block index.
+__device__ __forceinline__ int take(int64_t& rest, int64_t extent) {
+  const int64_t v = rest % extent;
+  rest /= extent;
+  return static_cast<int>(v);
+}
+
+// Base of (b, h) in a rank-4 input tensor.
+__device__ __forceinline__ const uint16_t* in_ptr(const TensorArg& t, int b, int h) {
+  return static_cast<const uint16_t*>(t.ptr) + b * t.s[0] + h * t.s[1];
+}
+__device__ __forceinline__ uint16_t* out_ptr(const TensorArg& t, int b, int h) {
+  return static_cast<uint16_t*>(t.ptr) + b * t.s[0] + h * t.s[1];
+}
+
+}  // namespace floe::detail::generic

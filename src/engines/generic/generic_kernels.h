@@ -1,0 +1,25 @@
+// The generic engine's launchers: plain C++ declarations, defined in the .cu files. Each
+// launches its kernels on `stream` and nothing else (P2), and names the kernel whose launch
+// failed.
+#pragma once
+
+#include <string>
+
+#include "engines/generic/generic_params.h"
+#include "floe/plan.h"
+#include "floe/status.h"
+
+namespace floe::detail::generic {
+
+// Whether this build holds machine code of the generic kernels that runs on compute
+// capability `arch` (10 * major + minor): code for X.Y runs on X.Z, Z >= Y.
+bool kernels_built_for(int arch);
+// The architectures this build holds the kernels for, as "sm_80, sm_90".
+std::string built_archs();
+
+// Forward: O (and stats when declared).
+Status launch_forward(const Params& p, const Geometry& geo, Stream stream);
+// Backward: delta, then dsink (if declared), dK/dV, dQ, then dbias (if declared).
+Status launch_backward(const Params& p, const Geometry& geo, Stream stream);
+
+}  // namespace floe::detail::generic
