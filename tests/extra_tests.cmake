@@ -7,6 +7,17 @@ if(TARGET cli_test AND TARGET floe_cli)
   add_dependencies(cli_test floe_cli)
 endif()
 
+# floe bench: the command without a GPU (bench_cli_test runs the built floe binary), and its
+# problem list and FLOP count, which live among the floe_cli sources: compiled in here too.
+if(TARGET bench_cli_test)
+  target_sources(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe/bench_problems.cc)
+  target_include_directories(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe)
+  if(TARGET floe_cli)
+    target_compile_definitions(bench_cli_test PRIVATE FLOE_CLI="$<TARGET_FILE:floe_cli>")
+    add_dependencies(bench_cli_test floe_cli)
+  endif()
+endif()
+
 # The check made outside floe: numpy recomputes every hand-written case under tests/cases in
 # fp64 from DESIGN §2 and compares with `floe run --device cpu`. Skips (77) without numpy.
 find_package(Python3 COMPONENTS Interpreter QUIET)

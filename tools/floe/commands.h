@@ -16,6 +16,9 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_explain_command(CLI::App& app, int& exit_code);
 // floe demo [--device cpu|cuda] [--b --h-q --h-kv --s --d]
 void add_demo_command(CLI::App& app, int& exit_code);
+// floe bench [--sweep standard|quick] [--direction fwd|bwd|both] [--engine auto|NAME...]
+//            [--json OUT] [problem options]
+void add_bench_command(CLI::App& app, int& exit_code);
 
 // Shared by the commands: the --device flag, defaulting to cuda where a device is usable.
 void add_device_option(CLI::App& command, std::string& device);

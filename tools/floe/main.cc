@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   floe::tool::add_run_command(app, exit_code);
   floe::tool::add_explain_command(app, exit_code);
   floe::tool::add_demo_command(app, exit_code);
-  // `floe bench` registers here too (bench_command.cc), once it exists.
+  floe::tool::add_bench_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""Times PyTorch's flash and cuDNN SDPA backends on the problems of a `floe bench --json` run.
+
+    floe bench --json $OUT/floe.json
+    python3 bench/peers.py --floe $OUT/floe.json --out $OUT/peers.json \\
+        --md $OUT/perf.md --plot $OUT/perf.png
+
+Runs on the GPU machine (torch with CUDA, matplotlib for --plot; no network). Every record of
+floe's JSON is timed again through torch.nn.functional.scaled_dot_product_attention under
+sdpa_kernel([FLASH_ATTENTION]) and sdpa_kernel([CUDNN_ATTENTION]): same shapes, dtype, causal
+mask, GQA (enable_gqa), bias (attn_mask) and layout (BSHD as a transposed view), the same
+warm-ups, timed calls and input-set rotation, CUDA events around each call. The forward runs
+with q, k, v requiring grad (a training forward, which writes the LSE as floe's does); the
+backward is torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), its forward run
+outside the timed region. A problem a backend cannot run is recorded as "no kernel" with
+PyTorch's reason. The table (markdown, the same as scripts/perf-report.py writes) goes to
+stdout and --md, everything to --out, TFLOP/s against S to --plot.
+"""
+import argparse
+import importlib.util
+import json
+import pathlib
+import statistics
+import sys
+import time
+import warnings
+
+PEERS = ("flash", "cudnn")
+# The fields that make two floe records the same problem for a peer.
+PROBLEM_FIELDS = ("dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v", "causal",
+                  "window", "bias", "sink", "softcap", "stats_gap", "layout")
+
+
+def perf_report():
+    """scripts/perf-report.py as a module: one markdown renderer for both."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "perf-report.py"
+    spec = importlib.util.spec_from_file_location("perf_report", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def problem_key(r):
+    return json.dumps({k: r.get(k) for k in PROBLEM_FIELDS}, sort_keys=True) + r["direction"]
+
+
+def outside_sdpa(r):
+    """(status, reason) for what torch SDPA has no way to express; None: try the backend."""
+    if r.get("window"):
+        return "no kernel", "torch SDPA has no band mask but causal (a materialised mask is " \
+                            "another problem)"
+    if r.get("sink"):
+        return "no kernel", "torch SDPA has no attention sink"
+    if r.get("softcap"):
+        return "no kernel", "torch SDPA has no softcap"
+    if r.get("stats_gap"):
+        return "n/a", "torch SDPA does not expose the layout of its stats (LSE)"
+    return None
+
+
+class Inputs:
+    """One input set: q, k, v (leaves requiring grad), the bias, and for the backward the
+    forward's output and a random upstream gradient."""
+
+    def __init__(self, torch, r):
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16}[r["dtype"]]
+
+        def tensor(h, s, d):
+            if r.get("layout") == "bshd":  # stored [B, S, H, D], seen as [B, H, S, D]
+                x = torch.randn(r["b"], s, h, d, device="cuda", dtype=dt).transpose(1, 2)
+            else:
+                x = torch.randn(r["b"], h, s, d, device="cuda", dtype=dt)
+            return x.requires_grad_(True)
+
+        self.q = tensor(r["h_q"], r["s_q"], r["d_qk"])
+        self.k = tensor(r["h_kv"], r["s_kv"], r["d_qk"])
+        self.v = tensor(r["h_kv"], r["s_kv"], r["d_v"])
+        self.bias = None
+        if r.get("bias"):
+            bb, bh = r["bias"]
+            self.bias = torch.randn(bb, bh, r["s_q"], r["s_kv"], device="cuda", dtype=dt)
+        self.out = None
+        self.dout = None
+
+
+def sdpa(F, r, s):
+    kw = {}
+    if s.bias is not None:
+        kw["attn_mask"] = s.bias
+    if r["causal"]:
+        kw["is_causal"] = True  # top-left, as floe's bench problems are
+    if r["h_kv"] != r["h_q"]:
+        kw["enable_gqa"] = True
+    return F.scaled_dot_product_attention(s.q, s.k, s.v, **kw)
+
+
+def time_calls(torch, fn, warmups, calls, budget_ms, min_calls=5):
+    """floe bench's method: warm-ups timed one by one (a slow problem skips the rest and gets
+    fewer timed calls, never fewer than min_calls), then CUDA events around each call."""
+    est, done = 0.0, 0
+    for w in range(warmups):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(w)
+        b.record()
+        torch.cuda.synchronize()
+        est, done = a.elapsed_time(b), done + 1
+        if w >= 1 and est * (warmups - w - 1 + calls) > budget_ms:
+            break
+    if est > 0 and est * calls > budget_ms:
+        calls = min(calls, max(min_calls, int(budget_ms / est)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(calls)]
+    for i, (a, b) in enumerate(events):
+        a.record()
+        fn(warmups + i)
+        b.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in events], done
+
+
+def classify(exc, caught):
+    """A backend's refusal is "no kernel"; anything else is an error. PyTorch says why in
+    warnings before its RuntimeError."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    why = []
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if text not in why:
+            why.append(text)
+    reason = "; ".join(why + [msg])
+    if len(reason) > 400:
+        reason = reason[:397] + "..."
+    refused = ("No available kernel" in msg or "not supported" in msg.lower() or
+               "CUDNN_STATUS_NOT_SUPPORTED" in msg or "cuDNN Frontend error" in msg)
+    return ("no kernel" if refused else "error"), reason
+
+
+def measure(torch, F, backend, r, settings):
+    skip = outside_sdpa(r)
+    if skip:
+        return {"status": skip[0], "reason": skip[1]}
+    from torch.nn.attention import sdpa_kernel
+
+    n_sets = max(1, int(r.get("input_sets") or 1))
+    result = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sets = []
+        try:
+            sets = [Inputs(torch, r) for _ in range(n_sets)]
+            with sdpa_kernel([backend]):
+                if r["direction"] == "fwd":
+                    def fn(i):
+                        return sdpa(F, r, sets[i % n_sets])
+                else:
+                    for s in sets:
+                        s.out = sdpa(F, r, s)
+                        s.dout = torch.randn_like(s.out)
+
+                    def fn(i):
+                        s = sets[i % n_sets]
+                        return torch.autograd.grad(s.out, (s.q, s.k, s.v), s.dout,
+                                                   retain_graph=True)
+                ms, warmed = time_calls(torch, fn, settings["warmups"], settings["calls"],
+                                        settings["budget_ms"])
+            med = statistics.median(ms)
+            result = {"status": "ok", "median_ms": med, "min_ms": min(ms),
+                      "tflops": r["flops"] / med / 1e9, "tflops_best": r["flops"] / min(ms) / 1e9,
+                      "warmups": warmed, "timed_calls": len(ms), "ms": ms}
+        except torch.cuda.OutOfMemoryError as e:
+            result = {"status": "error", "reason": "out of memory: " + str(e).splitlines()[0]}
+        except RuntimeError as e:
+            status, reason = classify(e, caught)
+            result = {"status": status, "reason": reason}
+        finally:
+            del sets
+            try:
+                torch.cuda.synchronize()
+            except RuntimeError:
+                pass
+            torch.cuda.empty_cache()
+    return result
+
+
+def host_time(torch, F, backend, r, direction, calls):
+    """Host time of one call, no sync: what PEERS.md lists beside floe's execute()."""
+    from torch.nn.attention import sdpa_kernel
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            s = Inputs(torch, r)
+            with sdpa_kernel([backend]):
+                if direction == "fwd":
+                    q, k, v = (t.detach() for t in (s.q, s.k, s.v))  # no autograd graph
+
+                    def fn():
+                        return F.scaled_dot_product_attention(q, k, v)
+                else:
+                    s.out = sdpa(F, r, s)
+                    s.dout = torch.randn_like(s.out)
+
+                    def fn():
+                        return torch.autograd.grad(s.out, (s.q, s.k, s.v), s.dout,
+                                                   retain_graph=True)
+                for _ in range(10):
+                    fn()
+                torch.cuda.synchronize()
+                us = []
+                for _ in range(calls):
+                    t0 = time.perf_counter_ns()
+                    fn()
+                    us.append((time.perf_counter_ns() - t0) / 1e3)
+                torch.cuda.synchronize()
+            return {"status": "ok", "calls": calls, "median_us": statistics.median(us),
+                    "min_us": min(us)}
+        except RuntimeError as e:
+            status, reason = classify(e, caught)
+            return {"status": status, "reason": reason}
+
+
+def label(r):
+    s = f"{r['direction']} {r['name']}"
+    return s if r.get("engine_requested", "auto") == "auto" else s + f" [{r['engine_requested']}]"
+
+
+def cell(p):
+    if p.get("status") == "ok":
+        return f"{p['median_ms']:.3f} ms {p['tflops']:.0f} TFLOP/s"
+    return p.get("status", "?")
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    rows = [r for r in data["rows"] if r.get("group") == "sweep"]
+    panels = [(d_, dim, c) for d_ in ("fwd", "bwd") for dim in (64, 128) for c in (False, True)]
+    fig, axes = plt.subplots(2, 4, figsize=(20, 9), sharex=True)
+    for ax, (direction, dim, causal) in zip(axes.flat, panels):
+        series = {}  # label -> {S: TFLOP/s}
+        for r in rows:
+            if r["direction"] != direction or r["d_qk"] != dim or r["causal"] != causal:
+                continue
+            req = r.get("engine_requested", "auto")
+            name = "floe" if req == "auto" else f"floe {req}"
+            if r.get("status") == "ok":
+                series.setdefault(name, {})[r["s_q"]] = r["tflops"]
+            for peer in PEERS:
+                p = (r.get("peers") or {}).get(peer) or {}
+                if p.get("status") == "ok":
+                    series.setdefault(peer, {})[r["s_q"]] = p["tflops"]
+        for name, pts in series.items():
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([512, 1024, 2048, 4096, 8192, 16384])
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_title(f"{direction} D {dim} {'causal' if causal else 'non-causal'}")
+        ax.set_xlabel("sequence length S (16k tokens)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        if series:
+            ax.legend()
+    fl = data.get("floe") or {}
+    fig.suptitle(f"floe vs PyTorch SDPA, bf16, hidden 2048 — {(fl.get('gpu') or {}).get('name')}"
+                 f", {fl.get('date')}, floe {(fl.get('commit') or 'unknown')[:12]}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[1:]))
+    ap.add_argument("--floe", required=True, help="floe bench's --json output")
+    ap.add_argument("--out", required=True, help="write floe and the peers here (JSON)")
+    ap.add_argument("--md", help="write the markdown table here (docs/perf.md's content)")
+    ap.add_argument("--plot", help="write a PNG of TFLOP/s against S here")
+    ap.add_argument("--backends", default="flash,cudnn", help="comma-separated: flash,cudnn")
+    ap.add_argument("--warmups", type=int, help="default: floe's")
+    ap.add_argument("--calls", type=int, help="default: floe's")
+    ap.add_argument("--budget-ms", type=float, help="default: floe's")
+    ap.add_argument("--host-calls", type=int, default=100)
+    args = ap.parse_args()
+
+    with open(args.floe) as f:
+        floe = json.load(f)
+    method = floe.get("method") or {}
+    settings = {
+        "warmups": args.warmups if args.warmups is not None else method.get("warmups", 3),
+        "calls": args.calls if args.calls is not None else method.get("calls", 20),
+        "budget_ms": args.budget_ms if args.budget_ms is not None else method.get("budget_ms",
+                                                                                  1000),
+    }
+    report = perf_report()
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend
+
+    if not torch.cuda.is_available():
+        print("peers.py: no CUDA device", file=sys.stderr)
+        return 1
+    gpu = torch.cuda.get_device_name()
+    floe_gpu = (floe.get("gpu") or {}).get("name")
+    if floe_gpu and floe_gpu != gpu:
+        print(f"peers.py: warning: floe ran on {floe_gpu}, this is {gpu}", file=sys.stderr)
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    wanted = [b for b in args.backends.split(",") if b]
+    for b in wanted:
+        if b not in backends:
+            print(f"peers.py: --backends {b}: not one of {', '.join(backends)}", file=sys.stderr)
+            return 2
+    torch.manual_seed(2024)
+
+    t_start = time.time()
+    records = floe.get("records", [])
+    cache, rows = {}, []
+    for i, r in enumerate(records, 1):
+        key = problem_key(r)
+        if key not in cache:
+            cache[key] = {b: measure(torch, F, backends[b], r, settings) for b in wanted}
+        peers = cache[key]
+        row = {k: v for k, v in r.items() if k != "ms"}
+        row["peers"] = peers
+        for b in wanted:
+            p = peers[b]
+            ok = row.get("status") == "ok" and p.get("status") == "ok"
+            row[f"ratio_{b}"] = row["tflops"] / p["tflops"] if ok and p["tflops"] else None
+        rows.append(row)
+        floe_text = (f"{row['median_ms']:.3f} ms {row['tflops']:.0f} TFLOP/s"
+                     if row.get("status") == "ok" else row.get("status"))
+        print(f"[{i}/{len(records)}] {label(r)}: floe {floe_text}, " +
+              ", ".join(f"{b} {cell(peers[b])}" for b in wanted), file=sys.stderr, flush=True)
+
+    host = {"floe": floe.get("host_overhead", [])}
+    for b in wanted:
+        host[b] = {}
+        for h in floe.get("host_overhead", []):
+            host[b][h["direction"]] = host_time(torch, F, backends[b], h, h["direction"],
+                                                args.host_calls)
+
+    out = {
+        "tool": "bench/peers.py",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "backends": wanted,
+        "method": dict(settings, timer="CUDA events around each call; median",
+                       forward="q, k, v require grad (training forward)",
+                       backward="torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), "
+                                "forward outside the timed region; no bias gradient"),
+        "floe": {k: v for k, v in floe.items() if k not in ("records", "host_overhead")},
+        "rows": rows,
+        "host_overhead": host,
+        "seconds": time.time() - t_start,
+    }
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    md = report.render(out)
+    sys.stdout.write(md)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(md)
+    if args.plot:
+        plot(out, args.plot)
+    print(f"peers.py: {len(rows)} rows in {out['seconds']:.0f} s; wrote {args.out}"
+          + (f", {args.md}" if args.md else "") + (f", {args.plot}" if args.plot else ""),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
