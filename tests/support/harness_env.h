@@ -1,0 +1,42 @@
+// What the GPU harness reads from the environment, read in one place so that every test and
+// every failure message agrees on it.
+//
+//   FLOE_BATTERY         smoke (16+16, small) | quick (default, 300+300) | full (3000+3000)
+//   FLOE_BATTERY_CASES   overrides the number of cases per direction
+//   FLOE_SEED            base seed, decimal or 0x-hex (default kDefaultSeed)
+//   FLOE_ENGINE          the engine under test: auto (the plan's choice) or a name
+//   FLOE_FAILURE_DIR     where failing cases are written (default BUILD/failures/SEED)
+//   FLOE_HARNESS_THREADS host threads for the battery (default: the hardware's)
+//   FLOE_REPORT_FILE     the battery appends its summary there too (scripts/gpu-check.sh)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace floe::test {
+
+inline constexpr uint64_t kDefaultSeed = 20240611;
+
+struct HarnessSettings {
+  std::string level = "quick";
+  uint64_t seed = kDefaultSeed;
+  std::string engine = "auto";
+  std::string failure_dir;
+  int threads = 1;
+  int forward_cases = 300;
+  int backward_cases = 300;
+  std::string report_file;  // empty: stdout only
+};
+
+// Reads the variables above once; later calls return the same settings.
+const HarnessSettings& harness_settings();
+
+// The build folder the running test belongs to.
+const std::string& build_dir();
+// The floe command line built beside the tests, for reproduction commands.
+std::string floe_cli_path();
+
+// Hex with 0x, as FLOE_SEED accepts it.
+std::string seed_string(uint64_t seed);
+
+}  // namespace floe::test

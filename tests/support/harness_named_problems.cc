@@ -1,0 +1,89 @@
+#include "support/harness_named_problems.h"
+
+#include "support/harness_random_problem.h"
+
+namespace floe::test {
+
+using nlohmann::json;
+
+json problem_json(Direction direction, const char* dtype, int64_t b, int64_t h_q, int64_t h_kv,
+                  int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v) {
+  return json{{"op", direction == Direction::forward ? kOpForward : kOpBackward},
+              {"dtype", dtype},
+              {"b", b},
+              {"h_q", h_q},
+              {"h_kv", h_kv},
+              {"s_q", s_q},
+              {"s_kv", s_kv},
+              {"d_qk", d_qk},
+              {"d_v", d_v}};
+}
+
+namespace {
+
+// Element strides of a [b, h, s, d] tensor stored as [b, s, h, d] with `pad` spare elements
+// after each d row: the layout of a fused QKV projection viewed per head.
+json bshd(int64_t h, int64_t s, int64_t d, int64_t pad) {
+  const int64_t row = d + pad;
+  return json::array({s * h * row, row, h * row, 1});
+}
+
+}  // namespace
+
+std::vector<NamedProblem> named_problems(Direction dir) {
+  const bool bwd = dir == Direction::backward;
+  std::vector<NamedProblem> out;
+
+  out.push_back({"plain", problem_json(dir, "bf16", 1, 4, 4, 64, 64, 64, 64)});
+
+  json gqa = problem_json(dir, "f16", 2, 8, 2, 48, 80, 128, 64);
+  gqa["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
+  if (!bwd) gqa["stats"] = true;
+  out.push_back({"gqa-causal-br", gqa});
+
+  json mqa = problem_json(dir, "bf16", 2, 6, 1, 33, 70, 96, 96);
+  mqa["bias"] = {1, 6};
+  mqa["sink"] = true;
+  mqa["softcap"] = 20.0;
+  mqa["mask"] = {{"align", "top_left"}, {"left", 16}, {"right", 0}};
+  mqa["seq_len_q"] = {33, 10};
+  mqa["seq_len_kv"] = {70, 0};
+  if (!bwd) mqa["stats"] = true;
+  out.push_back({"mqa-bias-sink-softcap-window-padding", mqa});
+
+  json strided = problem_json(dir, "f16", 2, 4, 2, 17, 19, 40, 24);
+  json s = {{"q", bshd(4, 17, 40, 8)},
+            {"k", bshd(2, 19, 40, 8)},
+            {"v", bshd(2, 19, 24, 3)},
+            {"o", bshd(4, 17, 24, 5)}};
+  if (bwd) {
+    s["do"] = bshd(4, 17, 24, 1);
+    s["dq"] = bshd(4, 17, 40, 0);
+    s["dk"] = bshd(2, 19, 40, 16);
+    s["dv"] = bshd(2, 19, 24, 2);
+    s["stats"] = {4 * 17 + 3, 1, 4};  // [b, s, h] with a gap per batch
+  } else {
+    strided["stats"] = true;
+    s["stats"] = {4 * 17 + 3, 1, 4};
+  }
+  strided["strides"] = s;
+  out.push_back({"strided-bshd", strided});
+
+  json band = problem_json(dir, "bf16", 3, 4, 2, 40, 40, 64, 64);
+  band["bias"] = {3, 1};
+  band["sink"] = true;
+  band["scale"] = 0.2;
+  band["mask"] = {{"align", "top_left"}, {"left", 8}, {"right", 8}};
+  band["seq_len_q"] = {40, 7, 0};
+  band["seq_len_kv"] = {40, 40, 13};
+  out.push_back({"band-bias-h-broadcast-padding", band});
+  return out;
+}
+
+std::vector<NamedProblem> deterministic_problems(Direction dir) {
+  std::vector<NamedProblem> out = named_problems(dir);
+  for (NamedProblem& p : out) p.json["deterministic"] = true;
+  return out;
+}
+
+}  // namespace floe::test
