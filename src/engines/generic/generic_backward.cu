@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <utility>
 
 #include "engines/generic/generic_common.cuh"
 #include "engines/generic/generic_kernels.h"
@@ -471,7 +472,29 @@ Status launch_typed(const Params& p, const Geometry& geo, cudaStream_t s) {
   return Status();
 }
 
+template <class T>
+Status load_typed() {
+  cudaFuncAttributes attr;
+  const std::pair<const char*, const void*> kernels[] = {
+      {"generic_delta_kernel", reinterpret_cast<const void*>(generic_delta_kernel<T>)},
+      {"generic_dsink_kernel", reinterpret_cast<const void*>(generic_dsink_kernel)},
+      {"generic_dkdv_kernel", reinterpret_cast<const void*>(generic_dkdv_kernel<T>)},
+      {"generic_dq_kernel", reinterpret_cast<const void*>(generic_dq_kernel<T>)},
+      {"generic_dbias_kernel", reinterpret_cast<const void*>(generic_dbias_kernel<T>)}};
+  for (const auto& [name, fn] : kernels) {
+    const cudaError_t err = cudaFuncGetAttributes(&attr, fn);
+    if (err != cudaSuccess) {
+      return Status(Code::device_error, std::string(name) + ": cannot load: " + cudaGetErrorString(err));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
+
+Status load_backward_kernels(const Geometry& geo) {
+  return geo.bf16 ? load_typed<__nv_bfloat16>() : load_typed<__half>();
+}
 
 Status launch_backward(const Params& p, const Geometry& geo, Stream stream) {
   auto* s = reinterpret_cast<cudaStream_t>(stream);

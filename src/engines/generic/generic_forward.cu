@@ -205,6 +205,23 @@ std::string built_archs() {
   return out;
 }
 
+Status load_forward_kernels(const Params& p, const Geometry& geo) {
+  cudaFuncAttributes attr;
+  cudaError_t err;
+  if (p.fwd_cols == 128) {
+    err = geo.bf16 ? cudaFuncGetAttributes(&attr, generic_forward_kernel<__nv_bfloat16, 2>)
+                   : cudaFuncGetAttributes(&attr, generic_forward_kernel<__half, 2>);
+  } else {
+    err = geo.bf16 ? cudaFuncGetAttributes(&attr, generic_forward_kernel<__nv_bfloat16, 1>)
+                   : cudaFuncGetAttributes(&attr, generic_forward_kernel<__half, 1>);
+  }
+  if (err != cudaSuccess) {
+    return Status(Code::device_error,
+                  std::string("generic_forward_kernel: cannot load: ") + cudaGetErrorString(err));
+  }
+  return Status();
+}
+
 Status launch_forward(const Params& p, const Geometry& geo, Stream stream) {
   if (geo.forward.blocks == 0) return Status();
   auto* s = reinterpret_cast<cudaStream_t>(stream);

@@ -17,6 +17,12 @@ bool kernels_built_for(int arch);
 // The architectures this build holds the kernels for, as "sm_80, sm_90".
 std::string built_archs();
 
+// Loads the kernels a plan will launch. CUDA loads modules lazily by default, and loading
+// waits for the device to go idle: done at execute, the first call would block the host
+// behind whatever the caller's streams run (P2). Plans with an executable target call these.
+Status load_forward_kernels(const Params& p, const Geometry& geo);
+Status load_backward_kernels(const Geometry& geo);
+
 // Forward: O (and stats when declared).
 Status launch_forward(const Params& p, const Geometry& geo, Stream stream);
 // Backward: delta, then dsink (if declared), dK/dV, dQ, then dbias (if declared).
