@@ -73,12 +73,15 @@ run_step() {
 
 # ctest's closing line "NN% tests passed, F tests failed out of T", plus skipped tests.
 ctest_counts() {  # LOG -> "total passed failed skipped"
+  # ctest 3.x closes with "NN% tests passed, F tests failed out of T"; ctest 4.x drops the
+  # failed count when it is zero: "100% tests passed out of T".
   local line total failed skipped
-  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$1" | tail -1)
-  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
-  failed=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  line=$(grep -E "tests passed(, [0-9]+ tests? failed)? out of [0-9]+" "$1" | tail -1)
+  total=$(sed -nE 's/.*out of ([0-9]+).*/\1/p' <<<"$line")
+  failed=$(sed -nE 's/.* ([0-9]+) tests? failed.*/\1/p' <<<"$line")
   skipped=$(grep -cE "\*\*\*Skipped|Skipped +[0-9.]+ sec" "$1")
-  [ -n "$total" ] || { total=0; failed=0; }
+  [ -n "$total" ] || total=0
+  [ -n "$failed" ] || failed=0
   echo "$total $((total - failed - skipped)) $failed $skipped"
 }
 
