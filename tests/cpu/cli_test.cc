@@ -14,6 +14,7 @@
 
 #include "case_folder.h"
 #include "floe/floe.h"
+#include "support/cli_process.h"
 
 namespace floe::tool {
 namespace {
@@ -26,23 +27,9 @@ constexpr const char* kCli = FLOE_CLI;
 constexpr const char* kCli = nullptr;
 #endif
 
-struct Ran {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Ran = test::CliRun;
 
-Ran floe(const std::string& args) {
-  Ran r;
-  const std::string cmd = std::string(kCli) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Ran floe(const std::string& args) { return test::run_cli(kCli, args); }
 
 std::string first_line(const std::string& s) {
   return s.substr(0, s.find('\n'));

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "support/harness_env.h"
 #include "support/harness_runner.h"
 
 namespace floe::test {
@@ -38,16 +39,20 @@ int64_t draw_head_dim(Rng& rng, int64_t max_d) {
 // Element strides for dims in a random order (innermost first), with an inner stride above 1
 // now and then, gaps between dims, and odd or zero strides on size-1 dims: any layout a
 // framework may hand over, and some it would not. Never overlapping.
-std::vector<int64_t> random_strides(Rng& rng, const std::vector<int64_t>& dims, bool* inner_gap,
-                                    bool* odd_unit) {
+// With `aligned`, the last dim stays innermost with stride 1 and every gap is a multiple of 8
+// elements: the 16-byte rows tensor-core engines need (when the innermost dim is too).
+std::vector<int64_t> random_strides(Rng& rng, const std::vector<int64_t>& dims, bool aligned,
+                                    bool* inner_gap, bool* odd_unit) {
   const int rank = static_cast<int>(dims.size());
   std::vector<int> order(rank);  // innermost first
   for (int i = 0; i < rank; ++i) order[i] = rank - 1 - i;
   if (rng.chance(0.6)) {
-    for (int i = rank - 1; i > 0; --i) std::swap(order[i], order[rng.between(0, i)]);
+    for (int i = rank - 1; i > (aligned ? 1 : 0); --i) {
+      std::swap(order[i], order[rng.between(aligned ? 1 : 0, i)]);
+    }
   }
   std::vector<int64_t> strides(rank, 0);
-  int64_t next = rng.chance(0.15) ? rng.between(2, 3) : 1;
+  int64_t next = !aligned && rng.chance(0.15) ? rng.between(2, 3) : 1;
   *inner_gap |= next > 1;
   for (int idx : order) {
     if (dims[idx] == 1) {
@@ -57,7 +62,8 @@ std::vector<int64_t> random_strides(Rng& rng, const std::vector<int64_t>& dims, 
       continue;
     }
     strides[idx] = next;
-    next = next * dims[idx] + (rng.chance(0.3) ? rng.between(1, 9) : 0);
+    const int64_t gap = rng.chance(0.3) ? rng.between(1, 9) : 0;
+    next = next * dims[idx] + (aligned ? 8 * gap : gap);
   }
   return strides;
 }
@@ -313,7 +319,7 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
   for (const std::string& name : names) {
     if (rng.chance(0.4)) continue;  // packed
     const std::vector<int64_t> dims = dims_of(name, j);
-    const std::vector<int64_t> s = random_strides(rng, dims, &inner_gap, &odd_unit);
+    const std::vector<int64_t> s = random_strides(rng, dims, harness_settings().aligned_layouts, &inner_gap, &odd_unit);
     if (s == packed_strides(dims)) continue;
     strides[name] = s;
     const bool output = bwd ? name[0] == 'd' && name != "do" : name == "o" || name == "stats";

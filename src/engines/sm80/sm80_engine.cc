@@ -1,0 +1,231 @@
+#include "engines/sm80/sm80_engine.h"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "engines/sm80/fwd_kernels.h"
+#include "engines/sm80/fwd_params.h"
+#include "engines/sm80/fwd_tiles.h"
+#include "kernels/band_mask.h"
+
+namespace floe::detail {
+namespace {
+
+using sm80::FwdKernel;
+using sm80::FwdParams;
+using sm80::FwdTile;
+
+constexpr double kLog2e = 1.4426950408889634;
+constexpr int64_t kInt32Max = INT32_MAX;
+
+std::string tensor_name(TensorId id) { return std::string("tensor '") + to_string(id) + "'"; }
+
+// Q, K, V, O: unit innermost stride, 16-byte rows (outer strides multiples of 8 elements), and a
+// tile of `block_rows` rows addressable with 32-bit offsets.
+std::string check_operand(const Facts& f, TensorId id, int block_rows) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm80 needs a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
+      return tensor_name(id) + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) +
+             ": sm80 needs 16-byte-aligned rows (every outer stride a multiple of 8 elements)";
+    }
+  }
+  if (d.dims[2] > 1 && static_cast<int64_t>(block_rows) * d.strides[2] > kInt32Max) {
+    return tensor_name(id) + " strides[2] = " + std::to_string(d.strides[2]) + ": sm80 addresses " +
+           std::to_string(block_rows) + " rows at a time with 32-bit offsets; " + std::to_string(block_rows) +
+           " x strides[2] must stay below 2^31";
+  }
+  return "";
+}
+
+// What the engine would run: the tile, and whether the scores need the score-mod kernel.
+struct Choice {
+  FwdTile tile = FwdTile::d128;
+  bool score_mod = false;
+  const FwdKernel* kernel = nullptr;
+};
+
+bool needs_score_mod(const Facts& f) { return f.has_softcap || f.has(TensorId::bias) || !(f.scale > 0); }
+
+std::string choose(const Facts& f, const Target& target, Choice* out) {
+  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
+  if (target.arch < 80) {
+    return "needs sm_80 or newer (target is sm_" + std::to_string(target.arch) + ")";
+  }
+  if (target.arch >= 100) {
+    return "its kernels are built for sm_80 and sm_90a; sm_" + std::to_string(target.arch) +
+           " has no image of them";
+  }
+  if (f.backward()) return "backward: not yet served by sm80";
+  for (const auto& [name, d] : {std::pair<const char*, int64_t>{"d_qk", f.d_qk}, {"d_v", f.d_v}}) {
+    if (d % 8 != 0) return std::string("head dim ") + name + " = " + std::to_string(d) + ": sm80 needs a multiple of 8";
+    if (d > 256) return std::string("head dim ") + name + " = " + std::to_string(d) + ": sm80 serves up to 256";
+  }
+  Choice c;
+  c.tile = sm80::fwd_tile_for(f.d_qk, f.d_v);
+  c.score_mod = needs_score_mod(f);
+  const sm80::FwdTileShape& shape = sm80::fwd_tile_shape(c.tile);
+  for (TensorId id : {TensorId::q, TensorId::o}) {
+    if (std::string why = check_operand(f, id, shape.block_m); !why.empty()) return why;
+  }
+  for (TensorId id : {TensorId::k, TensorId::v}) {
+    if (std::string why = check_operand(f, id, shape.block_n); !why.empty()) return why;
+  }
+  if (f.has(TensorId::bias)) {
+    const TensorDesc& b = f.t(TensorId::bias);
+    if (b.dims[3] > 1 && b.strides[3] != 1) {
+      return tensor_name(TensorId::bias) + " strides[3] = " + std::to_string(b.strides[3]) +
+             ": sm80 needs a unit innermost stride";
+    }
+  }
+  const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
+  if (m_blocks * f.h_q * f.b > kInt32Max) {
+    return "grid: " + std::to_string(m_blocks * f.h_q * f.b) + " query tiles exceed sm80's 2^31 - 1 CTAs";
+  }
+  c.kernel = sm80::find_fwd_kernel(c.tile, f.dtype, c.score_mod);
+  if (c.kernel == nullptr) {
+    return std::string("kernel not built in the ci kernel set (tile ") + sm80::fwd_tile_name(c.tile) + ", " +
+           to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ", plain)");
+  }
+  if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
+    return std::string("tile ") + sm80::fwd_tile_name(c.tile) + " needs " + std::to_string(c.kernel->smem_bytes / 1024) +
+           " KB of shared memory per block; the device allows " +
+           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  }
+  if (out != nullptr) *out = c;
+  return "";
+}
+
+FwdParams make_params(const Facts& f, const Choice& c) {
+  FwdParams p;
+  auto strides = [&](TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
+    const TensorDesc& d = f.t(id);
+    *sb = d.strides[0];
+    *sh = d.strides[1];
+    *ss = d.strides[2];
+  };
+  strides(TensorId::q, &p.q_stride_b, &p.q_stride_h, &p.q_stride_s);
+  strides(TensorId::k, &p.k_stride_b, &p.k_stride_h, &p.k_stride_s);
+  strides(TensorId::v, &p.v_stride_b, &p.v_stride_h, &p.v_stride_s);
+  strides(TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
+  if (f.has(TensorId::stats)) strides(TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  if (f.has(TensorId::bias)) {
+    strides(TensorId::bias, &p.bias_stride_b, &p.bias_stride_h, &p.bias_stride_s);
+    if (f.bias_broadcast_b() || f.t(TensorId::bias).dims[0] == 1) p.bias_stride_b = 0;
+    if (f.bias_broadcast_h() || f.t(TensorId::bias).dims[1] == 1) p.bias_stride_h = 0;
+  }
+  p.b = static_cast<int32_t>(f.b);
+  p.h_q = static_cast<int32_t>(f.h_q);
+  p.group = static_cast<int32_t>(f.group);
+  p.s_q = static_cast<int32_t>(f.s_q);
+  p.s_kv = static_cast<int32_t>(f.s_kv);
+  p.d_qk = static_cast<int32_t>(f.d_qk);
+  p.d_v = static_cast<int32_t>(f.d_v);
+  p.scale_log2 = static_cast<float>(f.scale * kLog2e);
+  p.has_softcap = f.has_softcap;
+  if (f.has_softcap) {
+    p.cap_log2 = static_cast<float>(f.softcap * kLog2e);
+    p.tanh_k = static_cast<float>(2.0 * kLog2e * f.scale / f.softcap);
+  }
+  p.mask = BandMask::from(f.mask);
+  p.has_mask = f.mask.is_band();
+  const sm80::FwdTileShape& shape = sm80::fwd_tile_shape(c.tile);
+  p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
+  // Bounded on the right only (causal and the like): later query tiles see more keys.
+  p.heavy_last_m = f.mask.right.has_value() && !f.mask.left.has_value();
+  return p;
+}
+
+class Sm80ForwardPlan final : public LaunchPlan {
+ public:
+  Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, unsigned grid, Status prepared)
+      : params_(params), kernel_(kernel), grid_(grid), prepared_(std::move(prepared)) {}
+
+  Status launch(const Facts& facts, const Arguments& args, const Workspace&, Stream stream) const override {
+    if (!prepared_.ok()) return prepared_;
+    FwdParams p = params_;
+    p.q = args.get(TensorId::q);
+    p.k = args.get(TensorId::k);
+    p.v = args.get(TensorId::v);
+    p.o = args.get(TensorId::o);
+    if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
+    if (facts.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
+    if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
+    if (facts.has(TensorId::seq_len_q)) p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+    if (facts.has(TensorId::seq_len_kv)) p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    const cudaError_t err = kernel_->launch(p, grid_, stream);
+    if (err != cudaSuccess) {
+      return Status(Code::device_error,
+                    std::string("sm80: launching ") + kernel_->name + " failed: " + cudaGetErrorString(err));
+    }
+    return Status();
+  }
+
+  // 16-byte loads and stores of Q, K, V and O rows need 16-byte-aligned bases.
+  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
+    switch (id) {
+      case TensorId::q: case TensorId::k: case TensorId::v: case TensorId::o: return 16;
+      default: return LaunchPlan::pointer_alignment(id, facts);
+    }
+  }
+
+ private:
+  FwdParams params_;
+  const FwdKernel* kernel_;
+  unsigned grid_;
+  Status prepared_;  // the plan-time shared-memory opt-in, reported by every launch if it failed
+};
+
+// Plan time: opt the kernel into its shared memory on the target device (never in launch()).
+Status prepare_on_device(const FwdKernel& kernel, const Target& target) {
+  if (!target.executable) return Status();
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    current = -1;
+  }
+  if (current != target.device) cudaSetDevice(target.device);
+  const cudaError_t err = kernel.prepare();
+  if (current >= 0 && current != target.device) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status(Code::device_error, std::string("sm80: preparing ") + kernel.name + " (" +
+                                          std::to_string(kernel.smem_bytes) +
+                                          " bytes of shared memory) failed: " + cudaGetErrorString(err));
+  }
+  return Status();
+}
+
+class Sm80Engine final : public Engine {
+ public:
+  const char* name() const override { return "sm80"; }
+
+  std::string decline_reason(const Facts& facts, const Target& target) const override {
+    return choose(facts, target, nullptr);
+  }
+
+  std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
+                                         WorkspaceLayout&) const override {
+    Choice c;
+    if (!choose(facts, target, &c).empty()) return nullptr;
+    const FwdParams params = make_params(facts, c);
+    const unsigned grid = static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+    return std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid, prepare_on_device(*c.kernel, target));
+  }
+};
+
+}  // namespace
+
+const Engine& sm80_engine() {
+  static const Sm80Engine engine;
+  return engine;
+}
+
+}  // namespace floe::detail

@@ -1,0 +1,75 @@
+// The band mask (band_mask.h) and padding, seen by one query tile: which key tiles it must visit,
+// which of those are fully visible to every row (no per-element mask), and the per-row visible
+// key interval used on the boundary tiles. Lengths are the batch's actual ones, read on the
+// device (P6).
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/band_mask.h"
+
+namespace floe::kernels {
+
+struct KeyTiles {
+  int begin = 0, end = 0;            // key tiles [begin, end) hold every visible key of the tile
+  int full_begin = 0, full_end = 0;  // tiles in [full_begin, full_end) are visible to every row
+  // On the other tiles, key j is visible to query i iff diag_lo <= j - i <= diag_hi and j < skv_b:
+  // the band's bounds as distances from the diagonal, clamped to int (j - i always fits).
+  int diag_lo = INT32_MIN, diag_hi = INT32_MAX;
+  __device__ __forceinline__ bool empty() const { return end <= begin; }
+  __device__ __forceinline__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
+};
+
+// Visible keys of query row i, clipped to [0, skv_b): [lo, hi] (empty when hi < lo).
+struct RowKeys {
+  int lo, hi;
+};
+
+__device__ __forceinline__ RowKeys row_keys(const detail::BandMask& band, bool has_mask, int64_t i,
+                                            int64_t off, int skv_b) {
+  int64_t lo = 0, hi = skv_b - 1;
+  if (has_mask) {
+    lo = band.first_key(i, off);
+    hi = band.last_key(i, off);
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > skv_b - 1 ? skv_b - 1 : hi;
+    if (lo > skv_b) lo = skv_b;  // keep both in int range
+    if (hi < -1) hi = -1;
+  }
+  return RowKeys{static_cast<int>(lo), static_cast<int>(hi)};
+}
+
+// Rows [row_first, row_last] (actual rows, row_last < sq_b) of one query tile; key tiles of
+// block_n keys.
+__device__ __forceinline__ KeyTiles key_tiles(const detail::BandMask& band, bool has_mask, int row_first,
+                                              int row_last, int sq_b, int skv_b, int block_n) {
+  KeyTiles kt;
+  const int64_t off = has_mask ? band.offset(sq_b, skv_b) : 0;
+  if (has_mask) {
+    auto clamp32 = [](int64_t x) {
+      return static_cast<int>(x < INT32_MIN ? INT32_MIN : (x > INT32_MAX ? INT32_MAX : x));
+    };
+    if (band.has_left) kt.diag_lo = clamp32(off - band.left);
+    if (band.has_right) kt.diag_hi = clamp32(off + band.right);
+  }
+  // The union of the rows' intervals: the first row starts lowest, the last row ends highest.
+  const RowKeys first = row_keys(band, has_mask, row_first, off, skv_b);
+  const RowKeys last = row_keys(band, has_mask, row_last, off, skv_b);
+  const int lo = first.lo, hi = last.hi;
+  if (hi < lo) return kt;  // no row sees any key
+  kt.begin = lo / block_n;
+  kt.end = hi / block_n + 1;
+  // The intersection: keys every row sees (the last row starts highest, the first ends lowest).
+  const int ilo = last.lo, ihi = first.hi;
+  int fb = (ilo + block_n - 1) / block_n;
+  int fe = ihi >= ilo ? (ihi + 1) / block_n : 0;
+  // begin <= full_begin <= full_end <= end (a band of negative width leaves no full tile).
+  fb = fb < kt.begin ? kt.begin : (fb > kt.end ? kt.end : fb);
+  fe = fe < fb ? fb : (fe > kt.end ? kt.end : fe);
+  kt.full_begin = fb;
+  kt.full_end = fe;
+  return kt;
+}
+
+}  // namespace floe::kernels

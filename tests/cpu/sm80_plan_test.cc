@@ -1,0 +1,259 @@
+// The sm80 engine's planning, without a GPU: which forward problems it takes on sm_80 and sm_90
+// (and that it needs no workspace), and the exact reasons it gives when it declines, after which
+// `generic` serves the problem. Kernels missing from the ci kernel set decline with their own
+// reason; the tests accept that, so they hold for both kernel sets.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engines/sm80/fwd_kernels.h"
+#include "engines/sm80/fwd_tiles.h"
+#include "floe/floe.h"
+
+namespace floe {
+namespace {
+
+// The verdict of one engine in a plan's explanation.
+const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
+  for (const EngineVerdict& v : plan.verdicts()) {
+    if (v.engine == engine) return &v;
+  }
+  return nullptr;
+}
+
+bool score_mod(const Problem& p) {
+  return p.softcap().has_value() || p.has(TensorId::bias) || (p.scale().has_value() && *p.scale() < 0);
+}
+
+// Whether the kernel sm80 would run for `p` is in this build's kernel set.
+bool built(const Problem& p) {
+  const TensorDesc& q = *p.tensor(TensorId::q);
+  const TensorDesc& v = *p.tensor(TensorId::v);
+  const auto tile = detail::sm80::fwd_tile_for(q.dims[3], v.dims[3]);
+  return detail::sm80::find_fwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
+}
+
+struct Named {
+  std::string name;
+  Problem problem;
+};
+
+// Forward problems sm80 serves natively.
+std::vector<Named> typical_forward_problems() {
+  std::vector<Named> out;
+  auto add = [&](std::string name, Problem p) { out.push_back({std::move(name), std::move(p)}); };
+  add("d128 bf16", Problem::forward(Shape{2, 16, 16, 1024, 1024, 128, 128}, DType::bf16));
+  add("d128 f16 causal stats",
+      Problem::forward(Shape{2, 16, 16, 1000, 1000, 128, 128}, DType::f16).set_causal().set_stats());
+  add("d64 f16", Problem::forward(Shape{4, 32, 32, 512, 512, 64, 64}, DType::f16));
+  add("d8 bf16", Problem::forward(Shape{1, 2, 2, 17, 33, 8, 8}, DType::bf16));
+  add("d96 bf16 (d128 tile)", Problem::forward(Shape{1, 4, 4, 300, 300, 96, 96}, DType::bf16));
+  add("d256 bf16", Problem::forward(Shape{1, 8, 8, 4096, 4096, 256, 256}, DType::bf16));
+  add("d192/128 bf16 causal",
+      Problem::forward(Shape{1, 16, 16, 4096, 4096, 192, 128}, DType::bf16).set_causal());
+  add("d64/128 f16", Problem::forward(Shape{1, 4, 4, 128, 256, 64, 128}, DType::f16));
+  add("gqa 16:2", Problem::forward(Shape{2, 16, 2, 512, 512, 128, 128}, DType::bf16));
+  add("mqa 8:1 decode", Problem::forward(Shape{8, 8, 1, 1, 4096, 128, 128}, DType::bf16));
+  add("window bottom-right",
+      Problem::forward(Shape{1, 8, 8, 100, 300, 128, 128}, DType::bf16).set_window(64, 0, MaskAlign::bottom_right));
+  add("band both sides", Problem::forward(Shape{1, 8, 8, 256, 256, 64, 64}, DType::f16).set_window(16, 16));
+  add("padding by lengths",
+      Problem::forward(Shape{3, 4, 4, 200, 300, 128, 128}, DType::bf16).set_seq_len_q().set_seq_len_kv());
+  add("bias [1, Hq]", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
+  add("bias [B, 1]", Problem::forward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16).set_bias(2, 1));
+  add("sink", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink().set_stats());
+  add("softcap", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
+  add("negative scale", Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16).set_scale(-0.1));
+  {
+    // BSHD: [B, S, H, D] in memory, described in logical [B, H, S, D] order; stats [B, S, H].
+    const int64_t b = 2, h = 8, s = 512, d = 128;
+    Problem p = Problem::forward(Shape{b, h, h, s, s, d, d}, DType::bf16).set_stats();
+    for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::o}) {
+      p.set_strides(id, {s * h * d, d, h * d, 1});
+    }
+    p.set_strides(TensorId::stats, {s * h, 1, h});
+    add("bshd layout", std::move(p));
+  }
+  {
+    // Rows padded to 136 elements, heads interleaved with gaps.
+    Problem p = Problem::forward(Shape{2, 4, 2, 100, 120, 128, 128}, DType::f16);
+    p.set_strides(TensorId::q, {4 * 100 * 136, 100 * 136, 136, 1});
+    p.set_strides(TensorId::k, {2 * 120 * 256, 256, 2 * 256, 1});
+    p.set_strides(TensorId::o, {100 * 4 * 136, 136, 4 * 136, 1});
+    add("padded rows", std::move(p));
+  }
+  return out;
+}
+
+TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
+  for (int arch : {80, 90}) {
+    for (const Named& n : typical_forward_problems()) {
+      SCOPED_TRACE(n.name + " on sm_" + std::to_string(arch));
+      auto plan = Plan::build(n.problem, Target::cuda_arch(arch));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      const EngineVerdict* v = verdict_of(*plan, "sm80");
+      ASSERT_NE(v, nullptr);
+      if (built(n.problem)) {
+        EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
+        EXPECT_TRUE(v->accepted) << v->reason;
+        EXPECT_EQ(plan->workspace_bytes(), 0u);
+        EXPECT_TRUE(plan->workspace_chunks().empty());
+        EXPECT_NE(plan->explain().find("  sm80: accepted\n"), std::string::npos) << plan->explain();
+      } else {
+        EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos) << v->reason;
+        EXPECT_EQ(plan->engine(), "generic");
+      }
+    }
+  }
+}
+
+TEST(Sm80Plan, RanksFirst) {
+  const std::vector<std::string> names = engine_names();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "sm80");
+}
+
+TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (bool mod : {false, true}) {
+      const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
+      ASSERT_NE(k, nullptr);
+      EXPECT_EQ(k->smem_bytes, detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
+      EXPECT_GT(k->threads, 0);
+    }
+  }
+}
+
+TEST(Sm80Plan, TileChoiceCoversEveryHeadDim) {
+  using detail::sm80::FwdTile;
+  using detail::sm80::fwd_tile_for;
+  using detail::sm80::fwd_tile_shape;
+  for (int dqk = 8; dqk <= 256; dqk += 8) {
+    for (int dv = 8; dv <= 256; dv += 8) {
+      const auto& s = fwd_tile_shape(fwd_tile_for(dqk, dv));
+      EXPECT_GE(s.d_qk, dqk);
+      EXPECT_GE(s.d_v, dv);
+    }
+  }
+  EXPECT_EQ(fwd_tile_for(64, 64), FwdTile::d64);
+  EXPECT_EQ(fwd_tile_for(128, 128), FwdTile::d128);
+  EXPECT_EQ(fwd_tile_for(192, 128), FwdTile::d192_128);
+  EXPECT_EQ(fwd_tile_for(192, 192), FwdTile::d256);
+}
+
+struct Declined {
+  std::string name;
+  Problem problem;
+  Target target;
+  std::string reason;   // sm80's exact reason
+  std::string chosen;   // the engine that serves the problem instead; empty: none does
+};
+
+std::vector<Declined> declined_problems() {
+  std::vector<Declined> out;
+  const Target h100 = Target::cuda_arch(90);
+  {
+    Problem p = Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16);
+    p.set_strides(TensorId::k, {2 * 64 * 128, 64 * 128, 128, 2});
+    out.push_back({"k innermost stride", p, h100,
+                   "tensor 'k' strides[3] = 2: sm80 needs a unit innermost stride", "generic"});
+  }
+  {
+    Problem p = Problem::forward(Shape{1, 2, 2, 16, 16, 64, 64}, DType::f16);
+    p.set_strides(TensorId::q, {2 * 16 * 100, 16 * 100, 100, 1});
+    out.push_back({"q misaligned rows", p, h100,
+                   "tensor 'q' strides[2] = 100: sm80 needs 16-byte-aligned rows (every outer stride a multiple "
+                   "of 8 elements)",
+                   "generic"});
+  }
+  {
+    Problem p = Problem::forward(Shape{2, 2, 2, 16, 16, 64, 64}, DType::bf16);
+    p.set_strides(TensorId::o, {2 * 16 * 64 + 4, 16 * 64, 64, 1});
+    out.push_back({"o misaligned batch stride", p, h100,
+                   "tensor 'o' strides[0] = 2052: sm80 needs 16-byte-aligned rows (every outer stride a "
+                   "multiple of 8 elements)",
+                   "generic"});
+  }
+  {
+    Problem p = Problem::forward(Shape{1, 2, 2, 16, 32, 64, 64}, DType::bf16).set_bias(1, 2);
+    p.set_strides(TensorId::bias, {2 * 16 * 64, 16 * 64, 64, 2});
+    out.push_back({"bias innermost stride", p, h100,
+                   "tensor 'bias' strides[3] = 2: sm80 needs a unit innermost stride", "generic"});
+  }
+  out.push_back({"backward", Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16), h100,
+                 "backward: not yet served by sm80", "generic"});
+  out.push_back({"d_qk not a multiple of 8", Problem::forward(Shape{1, 2, 2, 64, 64, 100, 64}, DType::bf16), h100,
+                 "head dim d_qk = 100: sm80 needs a multiple of 8", "generic"});
+  out.push_back({"d_v not a multiple of 8", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 36}, DType::f16), h100,
+                 "head dim d_v = 36: sm80 needs a multiple of 8", "generic"});
+  out.push_back({"d_qk above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 264, 64}, DType::bf16), h100,
+                 "head dim d_qk = 264: sm80 serves up to 256", "generic"});
+  out.push_back({"d_v above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 512}, DType::bf16), h100,
+                 "head dim d_v = 512: sm80 serves up to 256", "generic"});
+  out.push_back({"sm_75", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16), Target::cuda_arch(75),
+                 "needs sm_80 or newer (target is sm_75)", ""});  // no CUDA engine serves sm_75
+  out.push_back({"cpu", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16), Target::cpu(1),
+                 "runs on CUDA devices only", "reference"});
+  return out;
+}
+
+TEST(Sm80Plan, DeclinesWithTheExactReasonAndGenericServes) {
+  for (const Declined& d : declined_problems()) {
+    SCOPED_TRACE(d.name);
+    auto plan = Plan::build(d.problem, d.target);
+    if (d.chosen.empty()) {
+      ASSERT_FALSE(plan.ok());
+      EXPECT_NE(plan.status().message().find("  sm80: declined: " + d.reason + "\n"), std::string::npos)
+          << plan.status().message();
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->engine(), d.chosen) << plan->explain();
+    const EngineVerdict* v = verdict_of(*plan, "sm80");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_EQ(v->reason, d.reason);
+    EXPECT_NE(plan->explain().find("  sm80: declined: " + d.reason + "\n"), std::string::npos) << plan->explain();
+  }
+}
+
+TEST(Sm80Plan, PinningSm80ToADeclinedProblemFailsWithItsReason) {
+  auto plan = Plan::build(Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16), Target::cuda_arch(90),
+                          PlanOptions{"sm80"});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), Code::not_supported);
+  EXPECT_NE(plan.status().message().find("sm80: declined: backward: not yet served by sm80"), std::string::npos)
+      << plan.status().message();
+}
+
+TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
+  // sm_86 / sm_89 allow 99 KB a block: the d256 tile (128 KB) does not fit there.
+  const Problem p = Problem::forward(Shape{1, 8, 8, 1024, 1024, 256, 256}, DType::bf16);
+  auto plan = Plan::build(p, Target::cuda_arch(86));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->engine(), "generic");
+  const EngineVerdict* v = verdict_of(*plan, "sm80");
+  ASSERT_NE(v, nullptr);
+  if (built(p)) {
+    EXPECT_EQ(v->reason, "tile d256 needs 128 KB of shared memory per block; the device allows 99 KB");
+  } else {
+    EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos) << v->reason;
+  }
+  // d128 fits everywhere.
+  auto small = Plan::build(Problem::forward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16),
+                           Target::cuda_arch(86));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->engine(), "sm80") << small->explain();
+}
+
+TEST(Sm80Plan, ArchitecturePlansCannotExecute) {
+  auto plan = Plan::build(Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16), Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->engine(), "sm80");
+  const Status st = plan->execute(Arguments{}, nullptr, 0);
+  EXPECT_EQ(st.code(), Code::not_supported);
+}
+
+}  // namespace
+}  // namespace floe
