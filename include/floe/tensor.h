@@ -16,11 +16,26 @@ size_t size_of(DType dtype);
 
 // Every tensor a problem can name. The order is the order of Arguments and of messages.
 enum class TensorId : uint8_t {
-  q, k, v, o, stats, bias, sink, seq_len_q, seq_len_kv,  // forward operands
-  d_o, dq, dk, dv, dbias, dsink,                         // backward only
+  q,
+  k,
+  v,
+  o,
+  stats,
+  bias,
+  sink,
+  seq_len_q,
+  seq_len_kv,  // forward operands
+  d_o,
+  dq,
+  dk,
+  dv,
+  dbias,
+  dsink,  // backward only
 };
 inline constexpr int kTensorCount = 15;
-inline constexpr int index_of(TensorId id) { return static_cast<int>(id); }
+inline constexpr int index_of(TensorId id) {
+  return static_cast<int>(id);
+}
 
 // "q", "k", ..., "do", "dq", ...: the names used in messages, case files and strides.
 const char* to_string(TensorId id);

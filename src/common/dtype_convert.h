@@ -26,17 +26,19 @@ inline uint16_t float_to_bf16(float f) {
   u += 0x7FFF + ((u >> 16) & 1);
   return static_cast<uint16_t>(u >> 16);
 }
-inline float bf16_to_float(uint16_t h) { return bits_to_float(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_float(uint16_t h) {
+  return bits_to_float(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t float_to_f16(float f) {
   const uint32_t u = float_to_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000;
   const uint32_t absu = u & 0x7FFFFFFF;
-  if (absu > 0x7F800000) return static_cast<uint16_t>(sign | 0x7E00);  // NaN
+  if (absu > 0x7F800000) return static_cast<uint16_t>(sign | 0x7E00);   // NaN
   if (absu >= 0x477FF000) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to inf
   if (absu < 0x38800000) {  // subnormal or zero in f16: f16 ulp there is 2^-24
     const float a = bits_to_float(absu);
-    const float scaled = a * 16777216.0f;  // exact: a * 2^24
+    const float scaled = a * 16777216.0f;                          // exact: a * 2^24
     const auto m = static_cast<uint32_t>(std::nearbyint(scaled));  // RNE in the default mode
     return static_cast<uint16_t>(sign | m);
   }
@@ -62,10 +64,14 @@ inline float f16_to_float(uint16_t h) {
 // Reads element `offset` (in elements) of a buffer of `dtype` as float.
 inline float load_as_float(const void* base, int64_t offset, DType dtype) {
   switch (dtype) {
-    case DType::f16: return f16_to_float(static_cast<const uint16_t*>(base)[offset]);
-    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(base)[offset]);
-    case DType::f32: return static_cast<const float*>(base)[offset];
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(base)[offset]);
+    case DType::f16:
+      return f16_to_float(static_cast<const uint16_t*>(base)[offset]);
+    case DType::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(base)[offset]);
+    case DType::f32:
+      return static_cast<const float*>(base)[offset];
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(base)[offset]);
   }
   return 0.f;
 }
@@ -73,19 +79,30 @@ inline float load_as_float(const void* base, int64_t offset, DType dtype) {
 // Writes `value` rounded to `dtype` at element `offset`.
 inline void store_from_float(void* base, int64_t offset, DType dtype, float value) {
   switch (dtype) {
-    case DType::f16: static_cast<uint16_t*>(base)[offset] = float_to_f16(value); break;
-    case DType::bf16: static_cast<uint16_t*>(base)[offset] = float_to_bf16(value); break;
-    case DType::f32: static_cast<float*>(base)[offset] = value; break;
-    case DType::i32: static_cast<int32_t*>(base)[offset] = static_cast<int32_t>(value); break;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[offset] = float_to_f16(value);
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(base)[offset] = float_to_bf16(value);
+      break;
+    case DType::f32:
+      static_cast<float*>(base)[offset] = value;
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(base)[offset] = static_cast<int32_t>(value);
+      break;
   }
 }
 
 // The value `x` takes once rounded to `dtype`.
 inline float round_to(DType dtype, float x) {
   switch (dtype) {
-    case DType::f16: return f16_to_float(float_to_f16(x));
-    case DType::bf16: return bf16_to_float(float_to_bf16(x));
-    default: return x;
+    case DType::f16:
+      return f16_to_float(float_to_f16(x));
+    case DType::bf16:
+      return bf16_to_float(float_to_bf16(x));
+    default:
+      return x;
   }
 }
 

@@ -18,7 +18,9 @@ struct KeyTiles {
   // the band's bounds as distances from the diagonal, clamped to int (j - i always fits).
   int diag_lo = INT32_MIN, diag_hi = INT32_MAX;
   __device__ __forceinline__ bool empty() const { return end <= begin; }
-  __device__ __forceinline__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
+  __device__ __forceinline__ bool needs_mask(int n) const {
+    return n < full_begin || n >= full_end;
+  }
 };
 
 // Visible keys of query row i, clipped to [0, skv_b): [lo, hi] (empty when hi < lo).
@@ -42,8 +44,9 @@ __device__ __forceinline__ RowKeys row_keys(const detail::BandMask& band, bool h
 
 // Rows [row_first, row_last] (actual rows, row_last < sq_b) of one query tile; key tiles of
 // block_n keys.
-__device__ __forceinline__ KeyTiles key_tiles(const detail::BandMask& band, bool has_mask, int row_first,
-                                              int row_last, int sq_b, int skv_b, int block_n) {
+__device__ __forceinline__ KeyTiles key_tiles(const detail::BandMask& band, bool has_mask,
+                                              int row_first, int row_last, int sq_b, int skv_b,
+                                              int block_n) {
   KeyTiles kt;
   const int64_t off = has_mask ? band.offset(sq_b, skv_b) : 0;
   if (has_mask) {

@@ -98,7 +98,7 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       float l = quad_sum(row_sum[r]);
       const float m = row_max[r] == -INFINITY ? -INFINITY : row_max[r] * scale_log2;  // log2 units
-      float top = m;    // the largest exponent: l and the sink are taken relative to it
+      float top = m;      // the largest exponent: l and the sink are taken relative to it
       float scale = 1.f;  // 2^(m - top)
       if (has_sink) {
         const float sink_log2 = sink * kLog2e;

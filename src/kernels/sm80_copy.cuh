@@ -7,11 +7,11 @@
 
 namespace floe::kernels {
 
-// src, dst, coord: one thread's partition of a tile by a cp.async TiledCopy, (CPY, CPY_ROW, CPY_COL),
-// where CPY is one 16-byte chunk. coord holds the (row, col) of each element in the tile.
+// src, dst, coord: one thread's partition of a tile by a cp.async TiledCopy, (CPY, CPY_ROW,
+// CPY_COL), where CPY is one 16-byte chunk. coord holds the (row, col) of each element in the tile.
 template <class Src, class Dst, class Coord, class Element>
-__device__ __forceinline__ void cp_async_tile(Src const& src, Dst&& dst, Coord&& coord, int row_limit,
-                                              int col_limit, const Element* valid) {
+__device__ __forceinline__ void cp_async_tile(Src const& src, Dst&& dst, Coord&& coord,
+                                              int row_limit, int col_limit, const Element* valid) {
   using namespace cute;
   using Op = SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>;
   CUTE_UNROLL

@@ -5,8 +5,8 @@
 // (row g, col 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) with g = lane/4, t = lane%4.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
+#include <cute/tensor.hpp>
 
 namespace floe::kernels {
 
@@ -32,7 +32,8 @@ __device__ __forceinline__ constexpr auto acc_as_a_operand_layout(Layout const& 
   using namespace cute;
   static_assert(decltype(size<0>(acc))::value == 4, "expects an m16n8 accumulator");
   static_assert(decltype(size<2>(acc))::value % 2 == 0, "needs an even number of n8 blocks");
-  auto pairs = logical_divide(acc, cute::Shape<Underscore, Underscore, _2>{});  // (4, MMA_M, (2, MMA_N/2))
+  auto pairs =
+      logical_divide(acc, cute::Shape<Underscore, Underscore, _2>{});  // (4, MMA_M, (2, MMA_N/2))
   return make_layout(make_layout(get<0>(pairs), get<2, 0>(pairs)), get<1>(pairs), get<2, 1>(pairs));
 }
 
@@ -53,11 +54,12 @@ __device__ __forceinline__ auto convert_fragment(Tensor const& src) {
 
 // acc += A B^T with A and B both read from shared memory through ldmatrix, one k16 slice ahead
 // of the tensor-core work.
-template <class TiledMma, class Acc, class FragA, class FragB, class SmemA, class SmemB, class ViewA,
-          class ViewB, class CopyA, class CopyB>
-__device__ __forceinline__ void gemm_smem_smem(TiledMma const& mma, Acc& acc, FragA& frag_a, FragB& frag_b,
-                                               SmemA const& smem_a, SmemB const& smem_b, ViewA& view_a,
-                                               ViewB& view_b, CopyA const& copy_a, CopyB const& copy_b) {
+template <class TiledMma, class Acc, class FragA, class FragB, class SmemA, class SmemB,
+          class ViewA, class ViewB, class CopyA, class CopyB>
+__device__ __forceinline__ void gemm_smem_smem(TiledMma const& mma, Acc& acc, FragA& frag_a,
+                                               FragB& frag_b, SmemA const& smem_a,
+                                               SmemB const& smem_b, ViewA& view_a, ViewB& view_b,
+                                               CopyA const& copy_a, CopyB const& copy_b) {
   using namespace cute;
   constexpr int kSteps = decltype(size<2>(frag_a))::value;
   copy(copy_a, smem_a(_, _, Int<0>{}), view_a(_, _, Int<0>{}));
@@ -73,7 +75,8 @@ __device__ __forceinline__ void gemm_smem_smem(TiledMma const& mma, Acc& acc, Fr
 }
 
 // acc += A B^T with A already in registers and B read from shared memory one slice ahead.
-template <class TiledMma, class Acc, class FragA, class FragB, class SmemB, class ViewB, class CopyB>
+template <class TiledMma, class Acc, class FragA, class FragB, class SmemB, class ViewB,
+          class CopyB>
 __device__ __forceinline__ void gemm_reg_smem(TiledMma const& mma, Acc& acc, FragA const& frag_a,
                                               FragB& frag_b, SmemB const& smem_b, ViewB& view_b,
                                               CopyB const& copy_b) {

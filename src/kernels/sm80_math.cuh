@@ -6,7 +6,8 @@
 
 namespace floe::kernels {
 
-// 2^x on the special-function unit (relative error about 2^-22; exp2(-inf) = +0, exp2(+inf) = +inf).
+// 2^x on the special-function unit (relative error about 2^-22; exp2(-inf) = +0, exp2(+inf) =
+// +inf).
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));

@@ -41,7 +41,8 @@ const detail::PlanImpl& empty_impl() {
 std::string verdict_lines(const std::vector<EngineVerdict>& verdicts) {
   std::string out;
   for (const EngineVerdict& v : verdicts) {
-    out += "  " + v.engine + ": " + (v.accepted ? std::string("accepted") : "declined: " + v.reason) + "\n";
+    out += "  " + v.engine + ": " +
+           (v.accepted ? std::string("accepted") : "declined: " + v.reason) + "\n";
   }
   return out;
 }
@@ -56,8 +57,8 @@ Result<Plan> Plan::build(const Problem& problem, const Target& target, const Pla
     if (!known) {
       std::string names;
       for (const auto& n : engine_names()) names += (names.empty() ? "" : ", ") + n;
-      return Status(Code::not_supported,
-                    "plan option engine: '" + options.engine + "' is not an engine (" + names + ")");
+      return Status(Code::not_supported, "plan option engine: '" + options.engine +
+                                             "' is not an engine (" + names + ")");
     }
   }
   auto impl = std::make_shared<detail::PlanImpl>(problem, target);
@@ -83,16 +84,24 @@ Result<Plan> Plan::build(const Problem& problem, const Target& target, const Pla
   return plan;
 }
 
-const std::string& Plan::engine() const { return (impl_ ? *impl_ : empty_impl()).engine; }
-size_t Plan::workspace_bytes() const { return impl_ ? impl_->workspace.total_bytes() : 0; }
+const std::string& Plan::engine() const {
+  return (impl_ ? *impl_ : empty_impl()).engine;
+}
+size_t Plan::workspace_bytes() const {
+  return impl_ ? impl_->workspace.total_bytes() : 0;
+}
 const std::vector<WorkspaceChunk>& Plan::workspace_chunks() const {
   return (impl_ ? *impl_ : empty_impl()).workspace.chunks();
 }
 const std::vector<EngineVerdict>& Plan::verdicts() const {
   return (impl_ ? *impl_ : empty_impl()).verdicts;
 }
-const Problem& Plan::problem() const { return (impl_ ? *impl_ : empty_impl()).problem; }
-const Target& Plan::target() const { return (impl_ ? *impl_ : empty_impl()).target; }
+const Problem& Plan::problem() const {
+  return (impl_ ? *impl_ : empty_impl()).problem;
+}
+const Target& Plan::target() const {
+  return (impl_ ? *impl_ : empty_impl()).target;
+}
 
 std::string Plan::explain() const {
   if (!impl_) return "engine: none\n";
@@ -101,7 +110,8 @@ std::string Plan::explain() const {
 
 Status Plan::execute(const Arguments& args, void* workspace, size_t workspace_size,
                      Stream stream) const {
-  if (!impl_) return Status(Code::invalid_argument, "plan: empty (built by default, not by build())");
+  if (!impl_)
+    return Status(Code::invalid_argument, "plan: empty (built by default, not by build())");
   const detail::PlanImpl& p = *impl_;
   if (!p.target.executable) {
     return Status(Code::not_supported, "plan target: sm_" + std::to_string(p.target.arch) +
@@ -148,7 +158,8 @@ Status Plan::execute(const Arguments& args, void* workspace, size_t workspace_si
                         ", the current device is " + std::to_string(current));
     }
   }
-  return p.launch->launch(p.facts, args, detail::Workspace(workspace, p.workspace.chunks()), stream);
+  return p.launch->launch(p.facts, args, detail::Workspace(workspace, p.workspace.chunks()),
+                          stream);
 }
 
 std::vector<std::string> engine_names() {

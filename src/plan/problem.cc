@@ -46,9 +46,9 @@ Problem& Problem::set_strides(TensorId id, std::initializer_list<int64_t> stride
   }
   if (static_cast<int>(strides.size()) != t->rank) {
     if (setter_error_.empty()) {
-      setter_error_ = std::string("tensor '") + to_string(id) + "' strides: " +
-                      std::to_string(strides.size()) + " given, the tensor has rank " +
-                      std::to_string(t->rank);
+      setter_error_ = std::string("tensor '") + to_string(id) +
+                      "' strides: " + std::to_string(strides.size()) +
+                      " given, the tensor has rank " + std::to_string(t->rank);
     }
     return *this;
   }

@@ -7,7 +7,8 @@
 namespace floe::detail {
 
 const std::vector<const Engine*>& ranked_engines() {
-  static const std::vector<const Engine*> engines = {&sm80_engine(), &generic_engine(), &reference_engine()};
+  static const std::vector<const Engine*> engines = {&sm80_engine(), &generic_engine(),
+                                                     &reference_engine()};
   return engines;
 }
 

@@ -10,7 +10,8 @@ namespace floe {
 Target Target::cpu(int threads) {
   Target t;
   t.kind = Kind::cpu;
-  t.cpu_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  t.cpu_threads =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return t;
 }
 
@@ -23,8 +24,8 @@ Result<Target> Target::cuda(int device) {
   const cudaError_t err = cudaGetDeviceProperties(&prop, device);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return Status(Code::device_error, "target: CUDA device " + std::to_string(device) + ": " +
-                                          cudaGetErrorString(err));
+    return Status(Code::device_error,
+                  "target: CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(err));
   }
   Target t;
   t.kind = Kind::cuda;

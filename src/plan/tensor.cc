@@ -7,29 +7,40 @@ namespace floe {
 
 namespace {
 constexpr const char* kTensorNames[kTensorCount] = {
-    "q", "k", "v", "o", "stats", "bias", "sink", "seq_len_q", "seq_len_kv",
-    "do", "dq", "dk", "dv", "dbias", "dsink"};
+    "q",          "k",  "v",  "o",  "stats", "bias",  "sink", "seq_len_q",
+    "seq_len_kv", "do", "dq", "dk", "dv",    "dbias", "dsink"};
 }
 
 const char* to_string(Code code) {
   switch (code) {
-    case Code::ok: return "ok";
-    case Code::invalid_problem: return "invalid problem";
-    case Code::not_supported: return "not supported";
-    case Code::invalid_argument: return "invalid argument";
-    case Code::workspace: return "workspace";
-    case Code::device_error: return "device error";
-    case Code::internal: return "internal error";
+    case Code::ok:
+      return "ok";
+    case Code::invalid_problem:
+      return "invalid problem";
+    case Code::not_supported:
+      return "not supported";
+    case Code::invalid_argument:
+      return "invalid argument";
+    case Code::workspace:
+      return "workspace";
+    case Code::device_error:
+      return "device error";
+    case Code::internal:
+      return "internal error";
   }
   return "?";
 }
 
 const char* to_string(DType dtype) {
   switch (dtype) {
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f32: return "f32";
-    case DType::i32: return "i32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }
@@ -38,7 +49,9 @@ size_t size_of(DType dtype) {
   return (dtype == DType::f16 || dtype == DType::bf16) ? 2 : 4;
 }
 
-const char* to_string(TensorId id) { return kTensorNames[index_of(id)]; }
+const char* to_string(TensorId id) {
+  return kTensorNames[index_of(id)];
+}
 
 bool tensor_id_from_string(const char* name, TensorId* out) {
   for (int i = 0; i < kTensorCount; ++i) {

@@ -13,19 +13,23 @@ constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 // The logical name of each dim of each tensor, for messages.
 const char* dim_name(TensorId id, int i) {
   switch (id) {
-    case TensorId::q: case TensorId::dq: {
+    case TensorId::q:
+    case TensorId::dq: {
       static const char* n[] = {"b", "h_q", "s_q", "d_qk"};
       return n[i];
     }
-    case TensorId::k: case TensorId::dk: {
+    case TensorId::k:
+    case TensorId::dk: {
       static const char* n[] = {"b", "h_kv", "s_kv", "d_qk"};
       return n[i];
     }
-    case TensorId::v: case TensorId::dv: {
+    case TensorId::v:
+    case TensorId::dv: {
       static const char* n[] = {"b", "h_kv", "s_kv", "d_v"};
       return n[i];
     }
-    case TensorId::o: case TensorId::d_o: {
+    case TensorId::o:
+    case TensorId::d_o: {
       static const char* n[] = {"b", "h_q", "s_q", "d_v"};
       return n[i];
     }
@@ -33,29 +37,39 @@ const char* dim_name(TensorId id, int i) {
       static const char* n[] = {"b", "h_q", "s_q"};
       return n[i];
     }
-    case TensorId::bias: case TensorId::dbias: {
+    case TensorId::bias:
+    case TensorId::dbias: {
       static const char* n[] = {"b", "h_q", "s_q", "s_kv"};
       return n[i];
     }
-    case TensorId::sink: case TensorId::dsink: return "h_q";
-    case TensorId::seq_len_q: case TensorId::seq_len_kv: return "b";
+    case TensorId::sink:
+    case TensorId::dsink:
+      return "h_q";
+    case TensorId::seq_len_q:
+    case TensorId::seq_len_kv:
+      return "b";
   }
   return "?";
 }
 
 int rank_of(TensorId id) {
   switch (id) {
-    case TensorId::stats: return 3;
-    case TensorId::sink: case TensorId::dsink:
-    case TensorId::seq_len_q: case TensorId::seq_len_kv: return 1;
-    default: return 4;
+    case TensorId::stats:
+      return 3;
+    case TensorId::sink:
+    case TensorId::dsink:
+    case TensorId::seq_len_q:
+    case TensorId::seq_len_kv:
+      return 1;
+    default:
+      return 4;
   }
 }
 
 bool is_output(TensorId id, Direction dir) {
   if (dir == Direction::forward) return id == TensorId::o || id == TensorId::stats;
-  return id == TensorId::dq || id == TensorId::dk || id == TensorId::dv ||
-         id == TensorId::dbias || id == TensorId::dsink;
+  return id == TensorId::dq || id == TensorId::dk || id == TensorId::dv || id == TensorId::dbias ||
+         id == TensorId::dsink;
 }
 
 bool is_backward_only(TensorId id) {
@@ -100,8 +114,8 @@ class Checker {
       }
     }
     if (bwd) {
-      for (TensorId id : {TensorId::d_o, TensorId::stats, TensorId::dq, TensorId::dk,
-                          TensorId::dv}) {
+      for (TensorId id :
+           {TensorId::d_o, TensorId::stats, TensorId::dq, TensorId::dk, TensorId::dv}) {
         if (!p_.has(id)) add(t(id) + ": missing; the backward needs do, stats, dq, dk and dv");
       }
       if (p_.has(TensorId::dbias) && !p_.has(TensorId::bias)) {
@@ -139,12 +153,15 @@ class Checker {
           add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be f16 or bf16");
         }
         break;
-      case TensorId::stats: case TensorId::sink: case TensorId::dsink:
+      case TensorId::stats:
+      case TensorId::sink:
+      case TensorId::dsink:
         if (d.dtype != DType::f32) {
           add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be f32");
         }
         break;
-      case TensorId::seq_len_q: case TensorId::seq_len_kv:
+      case TensorId::seq_len_q:
+      case TensorId::seq_len_kv:
         if (d.dtype != DType::i32) {
           add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be i32");
         }
@@ -267,7 +284,9 @@ bool is_non_overlapping(const TensorDesc& desc) {
   return true;
 }
 
-std::vector<std::string> validate(const Problem& problem) { return Checker(problem).run(); }
+std::vector<std::string> validate(const Problem& problem) {
+  return Checker(problem).run();
+}
 
 Status validate_status(const Problem& problem) {
   const std::vector<std::string> errors = validate(problem);

@@ -25,7 +25,8 @@ class WorkspaceLayout {
 
 class Workspace {
  public:
-  Workspace(void* base, const std::vector<WorkspaceChunk>& chunks) : base_(base), chunks_(&chunks) {}
+  Workspace(void* base, const std::vector<WorkspaceChunk>& chunks)
+      : base_(base), chunks_(&chunks) {}
 
   // The chunk's start, or nullptr when the plan has no chunk of that name. No allocation.
   template <class T = void>

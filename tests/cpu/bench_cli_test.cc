@@ -28,7 +28,9 @@ constexpr const char* kCli = nullptr;
 
 using Ran = test::CliRun;
 
-Ran floe(const std::string& args) { return test::run_cli(kCli, args); }
+Ran floe(const std::string& args) {
+  return test::run_cli(kCli, args);
+}
 
 class BenchCliTest : public ::testing::Test {
  protected:

@@ -29,7 +29,9 @@ constexpr const char* kCli = nullptr;
 
 using Ran = test::CliRun;
 
-Ran floe(const std::string& args) { return test::run_cli(kCli, args); }
+Ran floe(const std::string& args) {
+  return test::run_cli(kCli, args);
+}
 
 std::string first_line(const std::string& s) {
   return s.substr(0, s.find('\n'));

@@ -86,35 +86,64 @@ TEST(ExecuteChecks, BadArgumentsAreRefusedAndNothingIsWritten) {
   ASSERT_GT(need, 0u) << "the reference backward keeps its fp64 accumulators in the workspace";
 
   const std::vector<BadCall> calls = {
-      {"missing q", [](const Plan& p, HostTensors& t, char* ws) {
-         Arguments a = t.args; a.set(TensorId::q, nullptr);
-         return p.execute(a, ws, p.workspace_bytes()); },
-       Code::invalid_argument, {"'q'", "null"}},
-      {"missing dbias", [](const Plan& p, HostTensors& t, char* ws) {
-         Arguments a = t.args; a.set(TensorId::dbias, nullptr);
-         return p.execute(a, ws, p.workspace_bytes()); },
-       Code::invalid_argument, {"'dbias'", "null"}},
-      {"missing seq_len_kv", [](const Plan& p, HostTensors& t, char* ws) {
-         Arguments a = t.args; a.set(TensorId::seq_len_kv, nullptr);
-         return p.execute(a, ws, p.workspace_bytes()); },
-       Code::invalid_argument, {"'seq_len_kv'", "null"}},
-      {"undeclared seq_len_q", [](const Plan& p, HostTensors& t, char* ws) {
-         Arguments a = t.args; a.set(TensorId::seq_len_q, t.args.get(TensorId::seq_len_kv));
-         return p.execute(a, ws, p.workspace_bytes()); },
-       Code::invalid_argument, {"'seq_len_q'", "does not declare"}},
-      {"misaligned k", [](const Plan& p, HostTensors& t, char* ws) {
-         Arguments a = t.args; a.set(TensorId::k, static_cast<char*>(t.args.get(TensorId::k)) + 1);
-         return p.execute(a, ws, p.workspace_bytes()); },
-       Code::invalid_argument, {"'k'", "aligned"}},
-      {"null workspace", [](const Plan& p, HostTensors& t, char*) {
-         return p.execute(t.args, nullptr, p.workspace_bytes()); },
-       Code::workspace, {"workspace", "null", "needs"}},
-      {"undersized workspace", [](const Plan& p, HostTensors& t, char* ws) {
-         return p.execute(t.args, ws, p.workspace_bytes() - 1); },
-       Code::workspace, {"workspace", std::to_string(need)}},
-      {"misaligned workspace", [](const Plan& p, HostTensors& t, char* ws) {
-         return p.execute(t.args, ws + 16, p.workspace_bytes()); },
-       Code::workspace, {"workspace", "aligned to 256"}},
+      {"missing q",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::q, nullptr);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'q'", "null"}},
+      {"missing dbias",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::dbias, nullptr);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dbias'", "null"}},
+      {"missing seq_len_kv",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::seq_len_kv, nullptr);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'seq_len_kv'", "null"}},
+      {"undeclared seq_len_q",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::seq_len_q, t.args.get(TensorId::seq_len_kv));
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'seq_len_q'", "does not declare"}},
+      {"misaligned k",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::k, static_cast<char*>(t.args.get(TensorId::k)) + 1);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'k'", "aligned"}},
+      {"null workspace",
+       [](const Plan& p, HostTensors& t, char*) {
+         return p.execute(t.args, nullptr, p.workspace_bytes());
+       },
+       Code::workspace,
+       {"workspace", "null", "needs"}},
+      {"undersized workspace",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         return p.execute(t.args, ws, p.workspace_bytes() - 1);
+       },
+       Code::workspace,
+       {"workspace", std::to_string(need)}},
+      {"misaligned workspace",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         return p.execute(t.args, ws + 16, p.workspace_bytes());
+       },
+       Code::workspace,
+       {"workspace", "aligned to 256"}},
   };
   for (const BadCall& bad : calls) {
     SCOPED_TRACE(bad.name);

@@ -11,7 +11,9 @@
 namespace floe {
 namespace {
 
-Problem small_fwd() { return Problem::forward(Shape{2, 4, 2, 33, 47, 64, 32}, DType::f16); }
+Problem small_fwd() {
+  return Problem::forward(Shape{2, 4, 2, 33, 47, 64, 32}, DType::f16);
+}
 Problem small_bwd() {
   return Problem::backward(Shape{2, 4, 2, 33, 47, 64, 32}, DType::bf16).set_bias(1, 4).set_sink();
 }
@@ -77,8 +79,8 @@ TEST(Planner, PinnedEngineMustAccept) {
 }
 
 TEST(Planner, InvalidProblemIsRefusedBeforeAnyEngineIsAsked) {
-  auto plan = Plan::build(Problem::forward(Shape{1, 3, 2, 8, 8, 8, 8}, DType::f16),
-                          Target::cuda_arch(90));
+  auto plan =
+      Plan::build(Problem::forward(Shape{1, 3, 2, 8, 8, 8, 8}, DType::f16), Target::cuda_arch(90));
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), Code::invalid_problem);
 }

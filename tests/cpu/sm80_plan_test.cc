@@ -23,7 +23,8 @@ const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
 }
 
 bool score_mod(const Problem& p) {
-  return p.softcap().has_value() || p.has(TensorId::bias) || (p.scale().has_value() && *p.scale() < 0);
+  return p.softcap().has_value() || p.has(TensorId::bias) ||
+         (p.scale().has_value() && *p.scale() < 0);
 }
 
 // Whether the kernel sm80 would run for `p` is in this build's kernel set.
@@ -44,8 +45,9 @@ std::vector<Named> typical_forward_problems() {
   std::vector<Named> out;
   auto add = [&](std::string name, Problem p) { out.push_back({std::move(name), std::move(p)}); };
   add("d128 bf16", Problem::forward(Shape{2, 16, 16, 1024, 1024, 128, 128}, DType::bf16));
-  add("d128 f16 causal stats",
-      Problem::forward(Shape{2, 16, 16, 1000, 1000, 128, 128}, DType::f16).set_causal().set_stats());
+  add("d128 f16 causal stats", Problem::forward(Shape{2, 16, 16, 1000, 1000, 128, 128}, DType::f16)
+                                   .set_causal()
+                                   .set_stats());
   add("d64 f16", Problem::forward(Shape{4, 32, 32, 512, 512, 64, 64}, DType::f16));
   add("d8 bf16", Problem::forward(Shape{1, 2, 2, 17, 33, 8, 8}, DType::bf16));
   add("d96 bf16 (d128 tile)", Problem::forward(Shape{1, 4, 4, 300, 300, 96, 96}, DType::bf16));
@@ -55,16 +57,22 @@ std::vector<Named> typical_forward_problems() {
   add("d64/128 f16", Problem::forward(Shape{1, 4, 4, 128, 256, 64, 128}, DType::f16));
   add("gqa 16:2", Problem::forward(Shape{2, 16, 2, 512, 512, 128, 128}, DType::bf16));
   add("mqa 8:1 decode", Problem::forward(Shape{8, 8, 1, 1, 4096, 128, 128}, DType::bf16));
-  add("window bottom-right",
-      Problem::forward(Shape{1, 8, 8, 100, 300, 128, 128}, DType::bf16).set_window(64, 0, MaskAlign::bottom_right));
-  add("band both sides", Problem::forward(Shape{1, 8, 8, 256, 256, 64, 64}, DType::f16).set_window(16, 16));
-  add("padding by lengths",
-      Problem::forward(Shape{3, 4, 4, 200, 300, 128, 128}, DType::bf16).set_seq_len_q().set_seq_len_kv());
-  add("bias [1, Hq]", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
+  add("window bottom-right", Problem::forward(Shape{1, 8, 8, 100, 300, 128, 128}, DType::bf16)
+                                 .set_window(64, 0, MaskAlign::bottom_right));
+  add("band both sides",
+      Problem::forward(Shape{1, 8, 8, 256, 256, 64, 64}, DType::f16).set_window(16, 16));
+  add("padding by lengths", Problem::forward(Shape{3, 4, 4, 200, 300, 128, 128}, DType::bf16)
+                                .set_seq_len_q()
+                                .set_seq_len_kv());
+  add("bias [1, Hq]",
+      Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
   add("bias [B, 1]", Problem::forward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16).set_bias(2, 1));
-  add("sink", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink().set_stats());
-  add("softcap", Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
-  add("negative scale", Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16).set_scale(-0.1));
+  add("sink",
+      Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink().set_stats());
+  add("softcap",
+      Problem::forward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
+  add("negative scale",
+      Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16).set_scale(-0.1));
   {
     // BSHD: [B, S, H, D] in memory, described in logical [B, H, S, D] order; stats [B, S, H].
     const int64_t b = 2, h = 8, s = 512, d = 128;
@@ -101,7 +109,8 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
         EXPECT_TRUE(plan->workspace_chunks().empty());
         EXPECT_NE(plan->explain().find("  sm80: accepted\n"), std::string::npos) << plan->explain();
       } else {
-        EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos) << v->reason;
+        EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
+            << v->reason;
         EXPECT_EQ(plan->engine(), "generic");
       }
     }
@@ -119,16 +128,17 @@ TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
     for (bool mod : {false, true}) {
       const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
       ASSERT_NE(k, nullptr);
-      EXPECT_EQ(k->smem_bytes, detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
+      EXPECT_EQ(k->smem_bytes,
+                detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
       EXPECT_GT(k->threads, 0);
     }
   }
 }
 
 TEST(Sm80Plan, TileChoiceCoversEveryHeadDim) {
-  using detail::sm80::FwdTile;
   using detail::sm80::fwd_tile_for;
   using detail::sm80::fwd_tile_shape;
+  using detail::sm80::FwdTile;
   for (int dqk = 8; dqk <= 256; dqk += 8) {
     for (int dv = 8; dv <= 256; dv += 8) {
       const auto& s = fwd_tile_shape(fwd_tile_for(dqk, dv));
@@ -146,8 +156,8 @@ struct Declined {
   std::string name;
   Problem problem;
   Target target;
-  std::string reason;   // sm80's exact reason
-  std::string chosen;   // the engine that serves the problem instead; empty: none does
+  std::string reason;  // sm80's exact reason
+  std::string chosen;  // the engine that serves the problem instead; empty: none does
 };
 
 std::vector<Declined> declined_problems() {
@@ -163,17 +173,19 @@ std::vector<Declined> declined_problems() {
     Problem p = Problem::forward(Shape{1, 2, 2, 16, 16, 64, 64}, DType::f16);
     p.set_strides(TensorId::q, {2 * 16 * 100, 16 * 100, 100, 1});
     out.push_back({"q misaligned rows", p, h100,
-                   "tensor 'q' strides[2] = 100: sm80 needs 16-byte-aligned rows (every outer stride a multiple "
+                   "tensor 'q' strides[2] = 100: sm80 needs 16-byte-aligned rows (every outer "
+                   "stride a multiple "
                    "of 8 elements)",
                    "generic"});
   }
   {
     Problem p = Problem::forward(Shape{2, 2, 2, 16, 16, 64, 64}, DType::bf16);
     p.set_strides(TensorId::o, {2 * 16 * 64 + 4, 16 * 64, 64, 1});
-    out.push_back({"o misaligned batch stride", p, h100,
-                   "tensor 'o' strides[0] = 2052: sm80 needs 16-byte-aligned rows (every outer stride a "
-                   "multiple of 8 elements)",
-                   "generic"});
+    out.push_back(
+        {"o misaligned batch stride", p, h100,
+         "tensor 'o' strides[0] = 2052: sm80 needs 16-byte-aligned rows (every outer stride a "
+         "multiple of 8 elements)",
+         "generic"});
   }
   {
     Problem p = Problem::forward(Shape{1, 2, 2, 16, 32, 64, 64}, DType::bf16).set_bias(1, 2);
@@ -183,18 +195,21 @@ std::vector<Declined> declined_problems() {
   }
   out.push_back({"backward", Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16), h100,
                  "backward: not yet served by sm80", "generic"});
-  out.push_back({"d_qk not a multiple of 8", Problem::forward(Shape{1, 2, 2, 64, 64, 100, 64}, DType::bf16), h100,
+  out.push_back({"d_qk not a multiple of 8",
+                 Problem::forward(Shape{1, 2, 2, 64, 64, 100, 64}, DType::bf16), h100,
                  "head dim d_qk = 100: sm80 needs a multiple of 8", "generic"});
-  out.push_back({"d_v not a multiple of 8", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 36}, DType::f16), h100,
+  out.push_back({"d_v not a multiple of 8",
+                 Problem::forward(Shape{1, 2, 2, 64, 64, 64, 36}, DType::f16), h100,
                  "head dim d_v = 36: sm80 needs a multiple of 8", "generic"});
-  out.push_back({"d_qk above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 264, 64}, DType::bf16), h100,
-                 "head dim d_qk = 264: sm80 serves up to 256", "generic"});
-  out.push_back({"d_v above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 512}, DType::bf16), h100,
-                 "head dim d_v = 512: sm80 serves up to 256", "generic"});
-  out.push_back({"sm_75", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16), Target::cuda_arch(75),
-                 "needs sm_80 or newer (target is sm_75)", ""});  // no CUDA engine serves sm_75
-  out.push_back({"cpu", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16), Target::cpu(1),
-                 "runs on CUDA devices only", "reference"});
+  out.push_back({"d_qk above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 264, 64}, DType::bf16),
+                 h100, "head dim d_qk = 264: sm80 serves up to 256", "generic"});
+  out.push_back({"d_v above 256", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 512}, DType::bf16),
+                 h100, "head dim d_v = 512: sm80 serves up to 256", "generic"});
+  out.push_back({"sm_75", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16),
+                 Target::cuda_arch(75), "needs sm_80 or newer (target is sm_75)",
+                 ""});  // no CUDA engine serves sm_75
+  out.push_back({"cpu", Problem::forward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::f16),
+                 Target::cpu(1), "runs on CUDA devices only", "reference"});
   return out;
 }
 
@@ -204,7 +219,8 @@ TEST(Sm80Plan, DeclinesWithTheExactReasonAndGenericServes) {
     auto plan = Plan::build(d.problem, d.target);
     if (d.chosen.empty()) {
       ASSERT_FALSE(plan.ok());
-      EXPECT_NE(plan.status().message().find("  sm80: declined: " + d.reason + "\n"), std::string::npos)
+      EXPECT_NE(plan.status().message().find("  sm80: declined: " + d.reason + "\n"),
+                std::string::npos)
           << plan.status().message();
       continue;
     }
@@ -214,16 +230,18 @@ TEST(Sm80Plan, DeclinesWithTheExactReasonAndGenericServes) {
     ASSERT_NE(v, nullptr);
     EXPECT_FALSE(v->accepted);
     EXPECT_EQ(v->reason, d.reason);
-    EXPECT_NE(plan->explain().find("  sm80: declined: " + d.reason + "\n"), std::string::npos) << plan->explain();
+    EXPECT_NE(plan->explain().find("  sm80: declined: " + d.reason + "\n"), std::string::npos)
+        << plan->explain();
   }
 }
 
 TEST(Sm80Plan, PinningSm80ToADeclinedProblemFailsWithItsReason) {
-  auto plan = Plan::build(Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16), Target::cuda_arch(90),
-                          PlanOptions{"sm80"});
+  auto plan = Plan::build(Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16),
+                          Target::cuda_arch(90), PlanOptions{"sm80"});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), Code::not_supported);
-  EXPECT_NE(plan.status().message().find("sm80: declined: backward: not yet served by sm80"), std::string::npos)
+  EXPECT_NE(plan.status().message().find("sm80: declined: backward: not yet served by sm80"),
+            std::string::npos)
       << plan.status().message();
 }
 
@@ -236,9 +254,11 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
   const EngineVerdict* v = verdict_of(*plan, "sm80");
   ASSERT_NE(v, nullptr);
   if (built(p)) {
-    EXPECT_EQ(v->reason, "tile d256 needs 128 KB of shared memory per block; the device allows 99 KB");
+    EXPECT_EQ(v->reason,
+              "tile d256 needs 128 KB of shared memory per block; the device allows 99 KB");
   } else {
-    EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos) << v->reason;
+    EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
+        << v->reason;
   }
   // d128 fits everywhere.
   auto small = Plan::build(Problem::forward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16),
@@ -248,7 +268,8 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
 }
 
 TEST(Sm80Plan, ArchitecturePlansCannotExecute) {
-  auto plan = Plan::build(Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16), Target::cuda_arch(90));
+  auto plan = Plan::build(Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16),
+                          Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->engine(), "sm80");
   const Status st = plan->execute(Arguments{}, nullptr, 0);

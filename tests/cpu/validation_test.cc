@@ -13,9 +13,15 @@
 namespace floe {
 namespace {
 
-Shape small() { return Shape{2, 8, 2, 16, 24, 32, 16}; }
-Problem fwd() { return Problem::forward(small(), DType::bf16); }
-Problem bwd() { return Problem::backward(small(), DType::bf16); }
+Shape small() {
+  return Shape{2, 8, 2, 16, 24, 32, 16};
+}
+Problem fwd() {
+  return Problem::forward(small(), DType::bf16);
+}
+Problem bwd() {
+  return Problem::backward(small(), DType::bf16);
+}
 
 struct Row {
   const char* name;
@@ -25,129 +31,274 @@ struct Row {
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> table = {
-      {"q dtype f32", [] { auto p = fwd(); auto d = *p.tensor(TensorId::q); d.dtype = DType::f32;
-                           return p.set_tensor(TensorId::q, d); },
+      {"q dtype f32",
+       [] {
+         auto p = fwd();
+         auto d = *p.tensor(TensorId::q);
+         d.dtype = DType::f32;
+         return p.set_tensor(TensorId::q, d);
+       },
        {"'q'", "dtype", "f16 or bf16"}},
-      {"k dtype differs from q", [] { auto p = fwd(); auto d = *p.tensor(TensorId::k);
-                                      d.dtype = DType::f16; return p.set_tensor(TensorId::k, d); },
+      {"k dtype differs from q",
+       [] {
+         auto p = fwd();
+         auto d = *p.tensor(TensorId::k);
+         d.dtype = DType::f16;
+         return p.set_tensor(TensorId::k, d);
+       },
        {"'k'", "dtype", "must match q"}},
-      {"v dtype differs", [] { auto p = bwd(); auto d = *p.tensor(TensorId::v); d.dtype = DType::f16;
-                               return p.set_tensor(TensorId::v, d); },
+      {"v dtype differs",
+       [] {
+         auto p = bwd();
+         auto d = *p.tensor(TensorId::v);
+         d.dtype = DType::f16;
+         return p.set_tensor(TensorId::v, d);
+       },
        {"'v'", "dtype", "must match q"}},
-      {"dq dtype differs", [] { auto p = bwd(); auto d = *p.tensor(TensorId::dq);
-                                d.dtype = DType::f16; return p.set_tensor(TensorId::dq, d); },
+      {"dq dtype differs",
+       [] {
+         auto p = bwd();
+         auto d = *p.tensor(TensorId::dq);
+         d.dtype = DType::f16;
+         return p.set_tensor(TensorId::dq, d);
+       },
        {"'dq'", "dtype", "must match q"}},
-      {"stats dtype bf16", [] { auto p = fwd().set_stats(); auto d = *p.tensor(TensorId::stats);
-                                d.dtype = DType::bf16; return p.set_tensor(TensorId::stats, d); },
+      {"stats dtype bf16",
+       [] {
+         auto p = fwd().set_stats();
+         auto d = *p.tensor(TensorId::stats);
+         d.dtype = DType::bf16;
+         return p.set_tensor(TensorId::stats, d);
+       },
        {"'stats'", "dtype", "must be f32"}},
-      {"sink dtype bf16", [] { auto p = fwd().set_sink(); auto d = *p.tensor(TensorId::sink);
-                               d.dtype = DType::bf16; return p.set_tensor(TensorId::sink, d); },
+      {"sink dtype bf16",
+       [] {
+         auto p = fwd().set_sink();
+         auto d = *p.tensor(TensorId::sink);
+         d.dtype = DType::bf16;
+         return p.set_tensor(TensorId::sink, d);
+       },
        {"'sink'", "dtype", "must be f32"}},
-      {"seq_len_q dtype f32", [] { auto p = fwd().set_seq_len_q(); auto d = *p.tensor(TensorId::seq_len_q);
-                                   d.dtype = DType::f32; return p.set_tensor(TensorId::seq_len_q, d); },
+      {"seq_len_q dtype f32",
+       [] {
+         auto p = fwd().set_seq_len_q();
+         auto d = *p.tensor(TensorId::seq_len_q);
+         d.dtype = DType::f32;
+         return p.set_tensor(TensorId::seq_len_q, d);
+       },
        {"'seq_len_q'", "dtype", "must be i32"}},
-      {"bias dtype differs", [] { auto p = fwd().set_bias(1, 8); auto d = *p.tensor(TensorId::bias);
-                                  d.dtype = DType::f16; return p.set_tensor(TensorId::bias, d); },
+      {"bias dtype differs",
+       [] {
+         auto p = fwd().set_bias(1, 8);
+         auto d = *p.tensor(TensorId::bias);
+         d.dtype = DType::f16;
+         return p.set_tensor(TensorId::bias, d);
+       },
        {"'bias'", "dtype", "must match q"}},
-      {"b zero", [] { return Problem::forward(Shape{0, 8, 2, 16, 24, 32, 16}, DType::bf16); },
+      {"b zero",
+       [] {
+         return Problem::forward(Shape{0, 8, 2, 16, 24, 32, 16}, DType::bf16);
+       },
        {"'q'", "dims[0] (b)", "must be positive"}},
-      {"s_kv negative", [] { return Problem::forward(Shape{2, 8, 2, 16, -3, 32, 16}, DType::bf16); },
+      {"s_kv negative",
+       [] {
+         return Problem::forward(Shape{2, 8, 2, 16, -3, 32, 16}, DType::bf16);
+       },
        {"'k'", "dims[2] (s_kv)", "must be positive"}},
-      {"d_v zero", [] { return Problem::forward(Shape{2, 8, 2, 16, 24, 32, 0}, DType::f16); },
+      {"d_v zero",
+       [] {
+         return Problem::forward(Shape{2, 8, 2, 16, 24, 32, 0}, DType::f16);
+       },
        {"'v'", "dims[3] (d_v)", "must be positive"}},
-      {"dim too large", [] { return Problem::forward(Shape{1, 1, 1, int64_t{1} << 32, 8, 8, 8}, DType::f16); },
+      {"dim too large",
+       [] {
+         return Problem::forward(Shape{1, 1, 1, int64_t{1} << 32, 8, 8, 8}, DType::f16);
+       },
        {"'q'", "dims[2] (s_q)", "below 2^31"}},
-      {"h_q not a multiple of h_kv", [] { return Problem::forward(Shape{2, 8, 3, 16, 24, 32, 16}, DType::bf16); },
+      {"h_q not a multiple of h_kv",
+       [] {
+         return Problem::forward(Shape{2, 8, 3, 16, 24, 32, 16}, DType::bf16);
+       },
        {"'k'", "dims[1] (h_kv)", "multiple of h_kv"}},
-      {"head dims disagree q/k", [] { auto p = fwd(); return p.set_tensor(TensorId::k,
-                                          TensorDesc::packed(DType::bf16, {2, 2, 24, 64})); },
+      {"head dims disagree q/k",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::k, TensorDesc::packed(DType::bf16, {2, 2, 24, 64}));
+       },
        {"'k'", "dims[3] (d_qk)", "must equal q's d_qk (32)"}},
-      {"head dims disagree v/o", [] { auto p = fwd(); return p.set_tensor(TensorId::o,
-                                          TensorDesc::packed(DType::bf16, {2, 8, 16, 32})); },
+      {"head dims disagree v/o",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::o, TensorDesc::packed(DType::bf16, {2, 8, 16, 32}));
+       },
        {"'o'", "dims[3] (d_v)", "v's d_v (16)"}},
-      {"batch disagrees", [] { auto p = fwd(); return p.set_tensor(TensorId::v,
-                                   TensorDesc::packed(DType::bf16, {3, 2, 24, 16})); },
+      {"batch disagrees",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::v, TensorDesc::packed(DType::bf16, {3, 2, 24, 16}));
+       },
        {"'v'", "dims[0] (b)", "q's b (2)"}},
-      {"v heads differ from k", [] { auto p = fwd(); return p.set_tensor(TensorId::v,
-                                         TensorDesc::packed(DType::bf16, {2, 4, 24, 16})); },
+      {"v heads differ from k",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::v, TensorDesc::packed(DType::bf16, {2, 4, 24, 16}));
+       },
        {"'v'", "dims[1] (h_kv)", "k's h_kv (2)"}},
-      {"v length differs from k", [] { auto p = fwd(); return p.set_tensor(TensorId::v,
-                                           TensorDesc::packed(DType::bf16, {2, 2, 25, 16})); },
+      {"v length differs from k",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::v, TensorDesc::packed(DType::bf16, {2, 2, 25, 16}));
+       },
        {"'v'", "dims[2] (s_kv)", "k's s_kv (24)"}},
-      {"do shape differs", [] { auto p = bwd(); return p.set_tensor(TensorId::d_o,
-                                    TensorDesc::packed(DType::bf16, {2, 8, 17, 16})); },
+      {"do shape differs",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::d_o, TensorDesc::packed(DType::bf16, {2, 8, 17, 16}));
+       },
        {"'do'", "dims[2] (s_q)", "q's s_q (16)"}},
-      {"dk shape differs", [] { auto p = bwd(); return p.set_tensor(TensorId::dk,
-                                    TensorDesc::packed(DType::bf16, {2, 8, 24, 32})); },
+      {"dk shape differs",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::dk, TensorDesc::packed(DType::bf16, {2, 8, 24, 32}));
+       },
        {"'dk'", "dims[1] (h_kv)", "k's"}},
-      {"stats rank", [] { auto p = bwd(); return p.set_tensor(TensorId::stats,
-                              TensorDesc::packed(DType::f32, {2, 8, 16, 1})); },
+      {"stats rank",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::stats, TensorDesc::packed(DType::f32, {2, 8, 16, 1}));
+       },
        {"'stats'", "rank", "must be 3"}},
-      {"stats shape", [] { auto p = bwd(); return p.set_tensor(TensorId::stats,
-                               TensorDesc::packed(DType::f32, {2, 4, 16})); },
+      {"stats shape",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::stats, TensorDesc::packed(DType::f32, {2, 4, 16}));
+       },
        {"'stats'", "dims[1] (h_q)", "q's h_q (8)"}},
-      {"bias batch dim", [] { return fwd().set_bias(3, 8); },
+      {"bias batch dim",
+       [] { return fwd().set_bias(3, 8); },
        {"'bias'", "dims[0] (b)", "must be 1 or q's b (2)"}},
-      {"bias head dim", [] { return fwd().set_bias(1, 2); },
+      {"bias head dim",
+       [] { return fwd().set_bias(1, 2); },
        {"'bias'", "dims[1] (h_q)", "must be 1 or q's h_q (8)"}},
-      {"bias length", [] { auto p = fwd(); return p.set_tensor(TensorId::bias,
-                               TensorDesc::packed(DType::bf16, {1, 1, 16, 23})); },
+      {"bias length",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::bias, TensorDesc::packed(DType::bf16, {1, 1, 16, 23}));
+       },
        {"'bias'", "dims[3] (s_kv)", "k's s_kv (24)"}},
-      {"dbias shape differs from bias", [] { auto p = bwd().set_bias(2, 1); return p.set_tensor(
-                                                 TensorId::dbias, TensorDesc::packed(DType::bf16, {2, 8, 16, 24})); },
+      {"dbias shape differs from bias",
+       [] {
+         auto p = bwd().set_bias(2, 1);
+         return p.set_tensor(TensorId::dbias, TensorDesc::packed(DType::bf16, {2, 8, 16, 24}));
+       },
        {"'dbias'", "dims[1]", "bias's"}},
-      {"sink length", [] { auto p = fwd(); return p.set_tensor(TensorId::sink,
-                               TensorDesc::packed(DType::f32, {4})); },
+      {"sink length",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::sink, TensorDesc::packed(DType::f32, {4}));
+       },
        {"'sink'", "dims[0] (h_q)", "q's h_q (8)"}},
-      {"seq_len_kv length", [] { auto p = fwd(); return p.set_tensor(TensorId::seq_len_kv,
-                                     TensorDesc::packed(DType::i32, {3})); },
+      {"seq_len_kv length",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::seq_len_kv, TensorDesc::packed(DType::i32, {3}));
+       },
        {"'seq_len_kv'", "dims[0] (b)", "q's b (2)"}},
-      {"seq_len_q rank", [] { auto p = fwd(); return p.set_tensor(TensorId::seq_len_q,
-                                  TensorDesc::packed(DType::i32, {2, 1})); },
+      {"seq_len_q rank",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::seq_len_q, TensorDesc::packed(DType::i32, {2, 1}));
+       },
        {"'seq_len_q'", "rank", "must be 1"}},
-      {"output o overlaps itself", [] { return fwd().set_strides(TensorId::o, {2048, 256, 16, 2}); },
+      {"output o overlaps itself",
+       [] {
+         return fwd().set_strides(TensorId::o, {2048, 256, 16, 2});
+       },
        {"'o'", "strides", "overlaps itself"}},
-      {"output dq zero stride", [] { return bwd().set_strides(TensorId::dq, {4096, 512, 0, 1}); },
+      {"output dq zero stride",
+       [] {
+         return bwd().set_strides(TensorId::dq, {4096, 512, 0, 1});
+       },
        {"'dq'", "strides", "overlaps itself"}},
-      {"output stats overlaps", [] { return fwd().set_stats().set_strides(TensorId::stats, {16, 1, 1}); },
+      {"output stats overlaps",
+       [] {
+         return fwd().set_stats().set_strides(TensorId::stats, {16, 1, 1});
+       },
        {"'stats'", "strides", "overlaps itself"}},
-      {"output dk overlaps across heads", [] { return bwd().set_strides(TensorId::dk, {1536, 32, 32, 1}); },
+      {"output dk overlaps across heads",
+       [] {
+         return bwd().set_strides(TensorId::dk, {1536, 32, 32, 1});
+       },
        {"'dk'", "strides", "overlaps itself"}},
-      {"negative stride", [] { return fwd().set_strides(TensorId::k, {1536, 768, -32, 1}); },
+      {"negative stride",
+       [] {
+         return fwd().set_strides(TensorId::k, {1536, 768, -32, 1});
+       },
        {"'k'", "strides[2]", "must not be negative"}},
-      {"strides of undeclared tensor", [] { return fwd().set_strides(TensorId::bias, {1, 1, 1, 1}); },
+      {"strides of undeclared tensor",
+       [] {
+         return fwd().set_strides(TensorId::bias, {1, 1, 1, 1});
+       },
        {"'bias'", "strides", "does not declare"}},
-      {"strides of wrong rank", [] { return fwd().set_strides(TensorId::q, {1, 1, 1}); },
+      {"strides of wrong rank",
+       [] {
+         return fwd().set_strides(TensorId::q, {1, 1, 1});
+       },
        {"'q'", "strides", "rank 4"}},
       {"softcap zero", [] { return fwd().set_softcap(0.0); }, {"softcap", "finite and positive"}},
-      {"softcap negative", [] { return fwd().set_softcap(-5.0); }, {"softcap", "finite and positive"}},
-      {"softcap nan", [] { return fwd().set_softcap(std::nan("")); }, {"softcap", "finite and positive"}},
-      {"scale infinite", [] { return fwd().set_scale(1.0 / 0.0); }, {"scale", "finite and non-zero"}},
+      {"softcap negative",
+       [] { return fwd().set_softcap(-5.0); },
+       {"softcap", "finite and positive"}},
+      {"softcap nan",
+       [] { return fwd().set_softcap(std::nan("")); },
+       {"softcap", "finite and positive"}},
+      {"scale infinite",
+       [] { return fwd().set_scale(1.0 / 0.0); },
+       {"scale", "finite and non-zero"}},
       {"scale zero", [] { return fwd().set_scale(0.0); }, {"scale", "finite and non-zero"}},
-      {"mask bound out of range", [] { return fwd().set_window(int64_t{1} << 40, 0); },
+      {"mask bound out of range",
+       [] { return fwd().set_window(int64_t{1} << 40, 0); },
        {"mask left", "2^31"}},
-      {"backward tensor in forward", [] { auto p = fwd(); return p.set_tensor(TensorId::dq,
-                                              *p.tensor(TensorId::q)); },
+      {"backward tensor in forward",
+       [] {
+         auto p = fwd();
+         return p.set_tensor(TensorId::dq, *p.tensor(TensorId::q));
+       },
        {"'dq'", "forward problem", "backward only"}},
-      {"do described empty", [] { return bwd().set_tensor(TensorId::d_o, TensorDesc{}); },
+      {"do described empty",
+       [] { return bwd().set_tensor(TensorId::d_o, TensorDesc{}); },
        {"'do'", "rank"}},
-      {"dsink without sink", [] { auto p = bwd(); return p.set_tensor(TensorId::dsink,
-                                     TensorDesc::packed(DType::f32, {8})); },
+      {"dsink without sink",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::dsink, TensorDesc::packed(DType::f32, {8}));
+       },
        {"'dsink'", "without a sink"}},
-      {"dbias without bias", [] { auto p = bwd(); return p.set_tensor(TensorId::dbias,
-                                     TensorDesc::packed(DType::bf16, {1, 1, 16, 24})); },
+      {"dbias without bias",
+       [] {
+         auto p = bwd();
+         return p.set_tensor(TensorId::dbias, TensorDesc::packed(DType::bf16, {1, 1, 16, 24}));
+       },
        {"'dbias'", "without a bias"}},
   };
   return table;
 }
 
-TEST(Validation, TableHasAtLeast25Rules) { EXPECT_GE(rows().size(), 25u); }
+TEST(Validation, TableHasAtLeast25Rules) {
+  EXPECT_GE(rows().size(), 25u);
+}
 
 TEST(Validation, BaselinesAreValid) {
   EXPECT_TRUE(detail::validate(fwd()).empty());
   EXPECT_TRUE(detail::validate(bwd()).empty());
-  auto full = bwd().set_bias(1, 8).set_sink().set_seq_len_q().set_seq_len_kv().set_softcap(30)
-                  .set_window(4, 0, MaskAlign::bottom_right).set_deterministic();
+  auto full = bwd()
+                  .set_bias(1, 8)
+                  .set_sink()
+                  .set_seq_len_q()
+                  .set_seq_len_kv()
+                  .set_softcap(30)
+                  .set_window(4, 0, MaskAlign::bottom_right)
+                  .set_deterministic();
   EXPECT_TRUE(detail::validate(full).empty());
 }
 

@@ -319,7 +319,8 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
   for (const std::string& name : names) {
     if (rng.chance(0.4)) continue;  // packed
     const std::vector<int64_t> dims = dims_of(name, j);
-    const std::vector<int64_t> s = random_strides(rng, dims, harness_settings().aligned_layouts, &inner_gap, &odd_unit);
+    const std::vector<int64_t> s =
+        random_strides(rng, dims, harness_settings().aligned_layouts, &inner_gap, &odd_unit);
     if (s == packed_strides(dims)) continue;
     strides[name] = s;
     const bool output = bwd ? name[0] == 'd' && name != "do" : name == "o" || name == "stats";

@@ -484,7 +484,8 @@ Status load_typed() {
   for (const auto& [name, fn] : kernels) {
     const cudaError_t err = cudaFuncGetAttributes(&attr, fn);
     if (err != cudaSuccess) {
-      return Status(Code::device_error, std::string(name) + ": cannot load: " + cudaGetErrorString(err));
+      return Status(Code::device_error,
+                    std::string(name) + ": cannot load: " + cudaGetErrorString(err));
     }
   }
   return Status();

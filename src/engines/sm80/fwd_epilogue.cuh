@@ -13,8 +13,9 @@
 namespace floe::detail::sm80 {
 
 template <class T, class AccO, class Softmax>
-__device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int tid, const kernels::QueryTile& tile,
-                                             int sq_b, AccO& acc_o, const Softmax& softmax, float scale_log2) {
+__device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int tid,
+                                             const kernels::QueryTile& tile, int sq_b, AccO& acc_o,
+                                             const Softmax& softmax, float scale_log2) {
   using namespace cute;
   using Element = typename T::Element;
   using BM = Int<T::kBlockM>;
@@ -35,7 +36,8 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   for (int r = 0; r < kRows; ++r) {
     const bool valid = m0 + get<0>(oc(r, 0)) < sq_b;
     CUTE_UNROLL
-    for (int c = 0; c < size<1>(o); ++c) o(r, c) = valid ? o(r, c) * factor[r] : 0.f;  // select: no NaN leaks
+    for (int c = 0; c < size<1>(o); ++c)
+      o(r, c) = valid ? o(r, c) * factor[r] : 0.f;  // select: no NaN leaks
   }
 
   if (p.stats != nullptr && tid % 4 == 0) {  // one lane of the quad that shares a row
@@ -48,7 +50,8 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   }
 
   Tensor rO = kernels::convert_fragment<Element>(acc_o);
-  Tensor sO = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename T::SmemLayoutO{});
+  Tensor sO =
+      make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename T::SmemLayoutO{});
   auto o_copy = make_tiled_copy_C(typename T::SmemStoreAtomO{}, mma);
   auto o_thr = o_copy.get_thread_slice(tid);
   Tensor tRo = o_thr.retile_S(rO);
@@ -58,8 +61,11 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   copy(o_copy, tRo, tSo);
   __syncthreads();
 
-  Element* o_tile = static_cast<Element*>(p.o) + tile.b * p.o_stride_b + tile.h * p.o_stride_h + m0 * p.o_stride_s;
-  Tensor gO = make_tensor(make_gmem_ptr(o_tile), make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.o_stride_s), _1{})));
+  Element* o_tile = static_cast<Element*>(p.o) + tile.b * p.o_stride_b + tile.h * p.o_stride_h +
+                    m0 * p.o_stride_s;
+  Tensor gO = make_tensor(
+      make_gmem_ptr(o_tile),
+      make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.o_stride_s), _1{})));
   typename T::GmemStore gmem_store;
   auto gthr = gmem_store.get_thread_slice(tid);
   Tensor tOs = gthr.partition_S(sO);

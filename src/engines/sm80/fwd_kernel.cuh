@@ -18,23 +18,27 @@
 namespace floe::detail::sm80 {
 
 template <class T, bool kScoreMod>
-__global__ void __launch_bounds__(T::kThreads, T::kMinCtas) fwd_kernel(const __grid_constant__ FwdParams p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
+    fwd_kernel(const __grid_constant__ FwdParams p) {
   using namespace cute;
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  const kernels::QueryTile tile = kernels::schedule_query_tile(blockIdx.x, p.num_m_blocks, p.h_q, p.heavy_last_m);
+  const kernels::QueryTile tile =
+      kernels::schedule_query_tile(blockIdx.x, p.num_m_blocks, p.h_q, p.heavy_last_m);
   int sq_b = p.s_q, skv_b = p.s_kv;
   if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[tile.b], 0), p.s_q);
   if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[tile.b], 0), p.s_kv);
   const int m0 = tile.m_block * T::kBlockM;
   kernels::KeyTiles kt;
   if (m0 < sq_b) {
-    kt = kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1, sq_b, skv_b, T::kBlockN);
+    kt = kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1, sq_b, skv_b,
+                            T::kBlockN);
   }
 
   typename T::TiledMma mma;
-  Tensor acc_o = partition_fragment_C(mma, cute::Shape<Int<T::kBlockM>, Int<T::kDv>>{});  // (4, MMA_M, MMA_N)
+  Tensor acc_o =
+      partition_fragment_C(mma, cute::Shape<Int<T::kBlockM>, Int<T::kDv>>{});  // (4, MMA_M, MMA_N)
   clear(acc_o);
   constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(acc_o.layout())))::value;
   kernels::OnlineSoftmax<kRows> softmax;

@@ -14,7 +14,7 @@ namespace floe::detail::sm80 {
 struct FwdKernel {
   const char* name;  // e.g. "sm80_fwd_d128_bf16_plain", for messages
   int threads;
-  int smem_bytes;    // dynamic shared memory per CTA
+  int smem_bytes;  // dynamic shared memory per CTA
   // Plan time: opts the kernel into its shared memory on the current device (> 48 KB).
   cudaError_t (*prepare)();
   // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
@@ -29,10 +29,14 @@ const FwdKernel* fwd_kernel_d256(DType dtype, bool score_mod);
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod) {
   switch (tile) {
-    case FwdTile::d64: return fwd_kernel_d64(dtype, score_mod);
-    case FwdTile::d128: return fwd_kernel_d128(dtype, score_mod);
-    case FwdTile::d192_128: return fwd_kernel_d192_128(dtype, score_mod);
-    case FwdTile::d256: return fwd_kernel_d256(dtype, score_mod);
+    case FwdTile::d64:
+      return fwd_kernel_d64(dtype, score_mod);
+    case FwdTile::d128:
+      return fwd_kernel_d128(dtype, score_mod);
+    case FwdTile::d192_128:
+      return fwd_kernel_d192_128(dtype, score_mod);
+    case FwdTile::d256:
+      return fwd_kernel_d256(dtype, score_mod);
   }
   return nullptr;
 }

@@ -25,7 +25,8 @@ cudaError_t fwd_launch(const FwdParams& params, unsigned grid, cudaStream_t stre
 
 template <class T, bool kScoreMod>
 constexpr FwdKernel fwd_entry(const char* name) {
-  return FwdKernel{name, T::kThreads, T::kSmemBytes, &fwd_prepare<T, kScoreMod>, &fwd_launch<T, kScoreMod>};
+  return FwdKernel{name, T::kThreads, T::kSmemBytes, &fwd_prepare<T, kScoreMod>,
+                   &fwd_launch<T, kScoreMod>};
 }
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.

@@ -32,64 +32,75 @@ struct FwdMainloop {
   static constexpr int kStages = T::kStages;
 
   template <class AccO, class Softmax>
-  __device__ __forceinline__ static void run(const FwdParams& p, char* smem, int tid, const kernels::QueryTile& tile,
-                                             int sq_b, int skv_b,
-                                             const kernels::KeyTiles& kt, AccO& acc_o, Softmax& softmax,
-                                             float scale_log2) {
+  __device__ __forceinline__ static void run(const FwdParams& p, char* smem, int tid,
+                                             const kernels::QueryTile& tile, int sq_b, int skv_b,
+                                             const kernels::KeyTiles& kt, AccO& acc_o,
+                                             Softmax& softmax, float scale_log2) {
     using namespace cute;
     using BM = Int<kBlockM>;
     using BN = Int<kBlockN>;
     using DQK = Int<T::kDqk>;
     using DV = Int<T::kDv>;
 
-    Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename T::SmemLayoutQ{});
+    Tensor sQ =
+        make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename T::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem + T::kSmemQBytes)),
                             typename T::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem + T::kSmemQBytes + T::kSmemKBytes)),
-                            typename T::SmemLayoutV{});
+    Tensor sV = make_tensor(
+        make_smem_ptr(reinterpret_cast<Element*>(smem + T::kSmemQBytes + T::kSmemKBytes)),
+        typename T::SmemLayoutV{});
     Tensor sVt = make_tensor(sV.data(), typename T::SmemLayoutVt{});
 
     // Global views: this (batch, head)'s rows, 64-bit offsets; K and V indexed by kv head.
     const int m0 = tile.m_block * kBlockM;
     const int h_kv = tile.h / p.group;
-    const Element* q_bh = static_cast<const Element*>(p.q) + tile.b * p.q_stride_b + tile.h * p.q_stride_h;
-    const Element* k_bh = static_cast<const Element*>(p.k) + tile.b * p.k_stride_b + h_kv * p.k_stride_h;
-    const Element* v_bh = static_cast<const Element*>(p.v) + tile.b * p.v_stride_b + h_kv * p.v_stride_h;
+    const Element* q_bh =
+        static_cast<const Element*>(p.q) + tile.b * p.q_stride_b + tile.h * p.q_stride_h;
+    const Element* k_bh =
+        static_cast<const Element*>(p.k) + tile.b * p.k_stride_b + h_kv * p.k_stride_h;
+    const Element* v_bh =
+        static_cast<const Element*>(p.v) + tile.b * p.v_stride_b + h_kv * p.v_stride_h;
     // Tiles are addressed as a 64-bit tile base plus 32-bit offsets within the tile (the planner
     // checks block rows x row stride < 2^31), which keeps the per-chunk addresses cheap.
     const int k_row = static_cast<int>(p.k_stride_s);
     const int v_row = static_cast<int>(p.v_stride_s);
-    auto q_tile = make_layout(cute::Shape<BM, DQK>{}, make_stride(static_cast<int>(p.q_stride_s), _1{}));
+    auto q_tile =
+        make_layout(cute::Shape<BM, DQK>{}, make_stride(static_cast<int>(p.q_stride_s), _1{}));
     auto k_tile = make_layout(cute::Shape<BN, DQK>{}, make_stride(k_row, _1{}));
     auto v_tile = make_layout(cute::Shape<BN, DV>{}, make_stride(v_row, _1{}));
 
-    // Global -> shared: cp.async, 16 bytes a thread, zero-filled past the actual rows and head dims.
-    // The per-thread chunk offsets are recomputed for every tile from an opaque copy of the thread
-    // index: a few integer instructions, where hoisting them out of the loop would pin a dozen
-    // registers the accumulators need (and spill).
+    // Global -> shared: cp.async, 16 bytes a thread, zero-filled past the actual rows and head
+    // dims. The per-thread chunk offsets are recomputed for every tile from an opaque copy of the
+    // thread index: a few integer instructions, where hoisting them out of the loop would pin a
+    // dozen registers the accumulators need (and spill).
     typename T::GmemLoad gmem_load;
     auto load_k = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), k_tile)), gthr.partition_D(sK(_, _, stage)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})), skv_b - n * kBlockN,
-                             p.d_qk, base);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), k_tile)),
+                             gthr.partition_D(sK(_, _, stage)),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
+                             skv_b - n * kBlockN, p.d_qk, base);
     };
     auto load_v = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = v_bh + static_cast<int64_t>(n) * kBlockN * p.v_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), v_tile)), gthr.partition_D(sV(_, _, stage)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})), skv_b - n * kBlockN,
-                             p.d_v, base);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), v_tile)),
+                             gthr.partition_D(sV(_, _, stage)),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
+                             skv_b - n * kBlockN, p.d_v, base);
     };
 
     // Shared -> registers (ldmatrix) and the tensor-core partitions.
     typename T::TiledMma mma;
     auto thr_mma = mma.get_thread_slice(tid);
     Element* const shape_only = reinterpret_cast<Element*>(smem);  // fragments take only the shape
-    Tensor tSrQ = thr_mma.partition_fragment_A(make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<BM, DQK>{})));
-    Tensor tSrK = thr_mma.partition_fragment_B(make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<BN, DQK>{})));
-    Tensor tOrVt = thr_mma.partition_fragment_B(make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<DV, BN>{})));
+    Tensor tSrQ = thr_mma.partition_fragment_A(
+        make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<BM, DQK>{})));
+    Tensor tSrK = thr_mma.partition_fragment_B(
+        make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<BN, DQK>{})));
+    Tensor tOrVt = thr_mma.partition_fragment_B(
+        make_tensor(make_smem_ptr(shape_only), make_layout(cute::Shape<DV, BN>{})));
 
     auto q_copy = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma);
     auto q_thr = q_copy.get_thread_slice(tid);
@@ -107,16 +118,17 @@ struct FwdMainloop {
     // (row, col) within the tile of each score this thread holds.
     Tensor tScS = thr_mma.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
 
-    const Element* bias_bh = p.bias == nullptr ? nullptr
-                                               : static_cast<const Element*>(p.bias) + tile.b * p.bias_stride_b +
-                                                     tile.h * p.bias_stride_h;
+    const Element* bias_bh = p.bias == nullptr
+                                 ? nullptr
+                                 : static_cast<const Element*>(p.bias) + tile.b * p.bias_stride_b +
+                                       tile.h * p.bias_stride_h;
 
     // Visiting order: the masked tiles first (the high end of the band, e.g. the causal diagonal,
     // then its low end), then the fully visible ones, each group last tile first. Two loops, one
     // with the mask and one without, so unmasked tiles run no mask code at all.
     const int n_tiles = kt.end - kt.begin;
-    const int n_high = kt.end - kt.full_end;        // masked tiles above the full range
-    const int n_low = kt.full_begin - kt.begin;     // masked tiles below it
+    const int n_high = kt.end - kt.full_end;     // masked tiles above the full range
+    const int n_low = kt.full_begin - kt.begin;  // masked tiles below it
     const int n_masked = n_high + n_low;
     auto tile_at = [&](int t) __attribute__((always_inline)) {
       if (t < n_high) return kt.end - 1 - t;
@@ -128,8 +140,9 @@ struct FwdMainloop {
     {
       auto gthr = gmem_load.get_thread_slice(tid);
       const Element* base = q_bh + m0 * p.q_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), q_tile)), gthr.partition_D(sQ),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})), sq_b - m0, p.d_qk, base);
+      kernels::cp_async_tile(
+          gthr.partition_S(make_tensor(make_gmem_ptr(base), q_tile)), gthr.partition_D(sQ),
+          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})), sq_b - m0, p.d_qk, base);
     }
     load_k(tile_at(0), 0);
     cp_async_fence();
@@ -156,8 +169,8 @@ struct FwdMainloop {
       if (t + kStages - 1 < n_tiles) load_v(tile_at(t + kStages - 1), (t + kStages - 1) % kStages);
       cp_async_fence();
 
-      kernels::gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), tSrQ_view, tSrK_view, q_copy,
-                              k_copy);
+      kernels::gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), tSrQ_view,
+                              tSrK_view, q_copy, k_copy);
 
       cp_async_wait<2 * (kStages - 1)>();  // V_t has landed ...
       __syncthreads();                     // ... everyone's; and every warp is done reading K_t
@@ -165,7 +178,8 @@ struct FwdMainloop {
       cp_async_fence();
 
       if constexpr (kScoreMod) apply_score_mod(acc_s, tScS, p, bias_bh, m0, n * kBlockN);
-      if constexpr (kMasked) apply_mask(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
+      if constexpr (kMasked)
+        apply_mask(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
       softmax.update(acc_s, acc_o, scale_log2);
 
       Tensor rP = kernels::convert_fragment<Element>(acc_s);

@@ -15,9 +15,9 @@ struct FwdParams {
   const void* k = nullptr;
   const void* v = nullptr;
   void* o = nullptr;
-  float* stats = nullptr;          // null: no stats
-  const void* bias = nullptr;      // null: no bias
-  const float* sink = nullptr;     // null: no sink
+  float* stats = nullptr;               // null: no stats
+  const void* bias = nullptr;           // null: no bias
+  const float* sink = nullptr;          // null: no sink
   const int32_t* seq_len_q = nullptr;   // null: every batch has s_q queries
   const int32_t* seq_len_kv = nullptr;  // null: every batch has s_kv keys
 
@@ -40,14 +40,14 @@ struct FwdParams {
   // then s2 += bias * log2(e).
   float scale_log2 = 0.f;  // scale * log2(e)
   bool has_softcap = false;
-  float cap_log2 = 0.f;    // softcap * log2(e)
-  float tanh_k = 0.f;      // 2 * log2(e) * scale / softcap
+  float cap_log2 = 0.f;  // softcap * log2(e)
+  float tanh_k = 0.f;    // 2 * log2(e) * scale / softcap
 
-  BandMask mask;           // unset bounds: unbounded; the offset uses the batch's actual lengths
-  bool has_mask = false;   // any bound set
+  BandMask mask;          // unset bounds: unbounded; the offset uses the batch's actual lengths
+  bool has_mask = false;  // any bound set
 
-  int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
-  bool heavy_last_m = false; // true: high query tiles see more keys, schedule them first
+  int32_t num_m_blocks = 0;   // ceil(s_q / block_m)
+  bool heavy_last_m = false;  // true: high query tiles see more keys, schedule them first
 };
 
 }  // namespace floe::detail::sm80

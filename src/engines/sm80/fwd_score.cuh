@@ -27,7 +27,8 @@ __device__ __forceinline__ void apply_score_mod(Acc& acc, Coord const& coord, co
     const float two_cap = 2.f * p.cap_log2;
     CUTE_UNROLL
     for (int i = 0; i < size(acc); ++i) {
-      acc(i) = p.cap_log2 - two_cap * kernels::fast_rcp(kernels::fast_exp2(acc(i) * p.tanh_k) + 1.f);
+      acc(i) =
+          p.cap_log2 - two_cap * kernels::fast_rcp(kernels::fast_exp2(acc(i) * p.tanh_k) + 1.f);
     }
   } else {
     CUTE_UNROLL
@@ -55,8 +56,8 @@ __device__ __forceinline__ void apply_score_mod(Acc& acc, Coord const& coord, co
 // Scores of keys a row may not see (outside the band, or past the batch's key length) become
 // -inf. The band test is on the distance from the diagonal, so no per-row state is kept.
 template <class Acc, class Coord>
-__device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0, int n0, int diag_lo, int diag_hi,
-                                           int skv_b) {
+__device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0, int n0,
+                                           int diag_lo, int diag_hi, int skv_b) {
   using namespace cute;
   CUTE_UNROLL
   for (int i = 0; i < size(acc); ++i) {

@@ -10,7 +10,8 @@ struct FwdTileShape {
   int block_m;   // query rows per CTA
   int block_n;   // keys per main-loop step
   int warps;     // warps per CTA, stacked along the query rows (16 rows per warp per MMA row)
-  int stages;    // K and V tiles in flight: 1 = alternate K and V (FlashAttention-2 style), 2 = double-buffered
+  int stages;    // K and V tiles in flight: 1 = alternate K and V (FlashAttention-2 style), 2 =
+                 // double-buffered
   int min_ctas;  // CTAs per SM the register budget is sized for (__launch_bounds__)
 
   constexpr int threads() const { return warps * 32; }
@@ -29,19 +30,25 @@ inline constexpr int kFwdTileCount = 4;
 // dim but 192/128, whose 32-key tiles leave too little work to hide a load under. Every tile
 // but d256 fits the 99 KB of sm_86/sm_89.
 inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
-    /* d64      */ {64, 64, 128, 128, 4, 1, 2},    //  48 KB smem
-    /* d128     */ {128, 128, 128, 64, 4, 1, 2},   //  64 KB
-    /* d192_128 */ {192, 128, 128, 32, 4, 2, 2},   //  88 KB
-    /* d256     */ {256, 256, 128, 64, 8, 1, 1},   // 128 KB: 16 rows per warp (acc_o is 128 regs)
+    /* d64      */ {64, 64, 128, 128, 4, 1, 2},   //  48 KB smem
+    /* d128     */ {128, 128, 128, 64, 4, 1, 2},  //  64 KB
+    /* d192_128 */ {192, 128, 128, 32, 4, 2, 2},  //  88 KB
+    /* d256     */ {256, 256, 128, 64, 8, 1, 1},  // 128 KB: 16 rows per warp (acc_o is 128 regs)
 };
 
-inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) { return kFwdTiles[static_cast<int>(t)]; }
+inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
+  return kFwdTiles[static_cast<int>(t)];
+}
 inline constexpr const char* fwd_tile_name(FwdTile t) {
   switch (t) {
-    case FwdTile::d64: return "d64";
-    case FwdTile::d128: return "d128";
-    case FwdTile::d192_128: return "d192x128";
-    case FwdTile::d256: return "d256";
+    case FwdTile::d64:
+      return "d64";
+    case FwdTile::d128:
+      return "d128";
+    case FwdTile::d192_128:
+      return "d192x128";
+    case FwdTile::d256:
+      return "d256";
   }
   return "?";
 }

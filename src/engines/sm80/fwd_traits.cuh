@@ -2,14 +2,15 @@
 // (fwd_tiles.h) and the element type.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
+#include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_tiles.h"
 
 namespace floe::detail::sm80 {
 
-template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_, int kMinCtas_, class Element_>
+template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_, int kMinCtas_,
+          class Element_>
 struct FwdTraitsT {
   using Element = Element_;  // cute::half_t or cute::bfloat16_t
   static constexpr int kDqk = kDqk_;
@@ -29,39 +30,47 @@ struct FwdTraitsT {
   static_assert(kBlockN % (kThreads / 8) == 0 && kBlockM % (kThreads / 8) == 0,
                 "the cp.async thread layout tiles the rows");
 
-  using MmaOp = std::conditional_t<std::is_same_v<Element, cute::half_t>,
-                                   cute::SM80_16x8x16_F32F16F16F32_TN,
-                                   cute::SM80_16x8x16_F32BF16BF16F32_TN>;
+  using MmaOp =
+      std::conditional_t<std::is_same_v<Element, cute::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
+                         cute::SM80_16x8x16_F32BF16BF16F32_TN>;
   // Warps stacked along the query rows; every warp sees the whole key (n) and head-dim extent,
   // so row reductions stay within a quad of lanes. N is tiled by 16 so B loads use ldmatrix.x4.
-  using TiledMma = cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
+  using TiledMma = cute::TiledMMA<cute::MMA_Atom<MmaOp>,
+                                  cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
                                   cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
 
   // 8 rows x 64 elements (128 bytes) swizzled so that ldmatrix and 16-byte cp.async hit all banks.
   using SmemAtom = decltype(cute::composition(
-      cute::Swizzle<3, 3, 3>{}, cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
-  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDqk>>{}));
+      cute::Swizzle<3, 3, 3>{},
+      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  using SmemLayoutQ =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDqk>>{}));
   using SmemLayoutK = decltype(cute::tile_to_shape(
       SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kDqk>, cute::Int<kStages>>{}));
   using SmemLayoutV = decltype(cute::tile_to_shape(
       SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kDv>, cute::Int<kStages>>{}));
   // V seen as V^T (d, n, stage): the B operand of O += P V, read with ldmatrix.trans.
   using SmemLayoutVt = decltype(cute::composition(
-      SmemLayoutV{}, cute::make_layout(cute::Shape<cute::Int<kDv>, cute::Int<kBlockN>, cute::Int<kStages>>{},
-                                       cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kDv>>{})));
-  using SmemLayoutO = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDv>>{}));
+      SmemLayoutV{},
+      cute::make_layout(cute::Shape<cute::Int<kDv>, cute::Int<kBlockN>, cute::Int<kStages>>{},
+                        cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kDv>>{})));
+  using SmemLayoutO =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDv>>{}));
 
   using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
   using SmemLoadAtomT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
-  using SmemStoreAtomO = cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
+  using SmemStoreAtomO =
+      cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
 
   // 8 threads per 64-element row, 16 bytes each; kThreads/8 rows per pass.
-  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>, cute::Stride<cute::_8, cute::_1>>;
+  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>,
+                                   cute::Stride<cute::_8, cute::_1>>;
   using GmemLoad = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{}, GmemThreads{},
+      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{},
+      GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using GmemStore = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{}, GmemThreads{},
       cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
-  using GmemStore = decltype(cute::make_tiled_copy(cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{},
-                                                   GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
 
   static constexpr int kSmemQBytes = kBlockM * kDqk * 2;
   static constexpr int kSmemKBytes = kStages * kBlockN * kDqk * 2;
@@ -73,8 +82,9 @@ struct FwdTraitsT {
 
 // The traits of a compiled tile (fwd_tiles.h).
 template <FwdTile kTile, class Element>
-using FwdTraits = FwdTraitsT<fwd_tile_shape(kTile).d_qk, fwd_tile_shape(kTile).d_v, fwd_tile_shape(kTile).block_m,
-                             fwd_tile_shape(kTile).block_n, fwd_tile_shape(kTile).warps,
-                             fwd_tile_shape(kTile).stages, fwd_tile_shape(kTile).min_ctas, Element>;
+using FwdTraits =
+    FwdTraitsT<fwd_tile_shape(kTile).d_qk, fwd_tile_shape(kTile).d_v, fwd_tile_shape(kTile).block_m,
+               fwd_tile_shape(kTile).block_n, fwd_tile_shape(kTile).warps,
+               fwd_tile_shape(kTile).stages, fwd_tile_shape(kTile).min_ctas, Element>;
 
 }  // namespace floe::detail::sm80

@@ -21,7 +21,9 @@ using sm80::FwdTile;
 constexpr double kLog2e = 1.4426950408889634;
 constexpr int64_t kInt32Max = INT32_MAX;
 
-std::string tensor_name(TensorId id) { return std::string("tensor '") + to_string(id) + "'"; }
+std::string tensor_name(TensorId id) {
+  return std::string("tensor '") + to_string(id) + "'";
+}
 
 // Q, K, V, O: unit innermost stride, 16-byte rows (outer strides multiples of 8 elements), and a
 // tile of `block_rows` rows addressable with 32-bit offsets.
@@ -33,14 +35,15 @@ std::string check_operand(const Facts& f, TensorId id, int block_rows) {
   }
   for (int i = 0; i < 3; ++i) {
     if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
-      return tensor_name(id) + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) +
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
              ": sm80 needs 16-byte-aligned rows (every outer stride a multiple of 8 elements)";
     }
   }
   if (d.dims[2] > 1 && static_cast<int64_t>(block_rows) * d.strides[2] > kInt32Max) {
     return tensor_name(id) + " strides[2] = " + std::to_string(d.strides[2]) + ": sm80 addresses " +
-           std::to_string(block_rows) + " rows at a time with 32-bit offsets; " + std::to_string(block_rows) +
-           " x strides[2] must stay below 2^31";
+           std::to_string(block_rows) + " rows at a time with 32-bit offsets; " +
+           std::to_string(block_rows) + " x strides[2] must stay below 2^31";
   }
   return "";
 }
@@ -52,7 +55,9 @@ struct Choice {
   const FwdKernel* kernel = nullptr;
 };
 
-bool needs_score_mod(const Facts& f) { return f.has_softcap || f.has(TensorId::bias) || !(f.scale > 0); }
+bool needs_score_mod(const Facts& f) {
+  return f.has_softcap || f.has(TensorId::bias) || !(f.scale > 0);
+}
 
 std::string choose(const Facts& f, const Target& target, Choice* out) {
   if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
@@ -65,8 +70,12 @@ std::string choose(const Facts& f, const Target& target, Choice* out) {
   }
   if (f.backward()) return "backward: not yet served by sm80";
   for (const auto& [name, d] : {std::pair<const char*, int64_t>{"d_qk", f.d_qk}, {"d_v", f.d_v}}) {
-    if (d % 8 != 0) return std::string("head dim ") + name + " = " + std::to_string(d) + ": sm80 needs a multiple of 8";
-    if (d > 256) return std::string("head dim ") + name + " = " + std::to_string(d) + ": sm80 serves up to 256";
+    if (d % 8 != 0)
+      return std::string("head dim ") + name + " = " + std::to_string(d) +
+             ": sm80 needs a multiple of 8";
+    if (d > 256)
+      return std::string("head dim ") + name + " = " + std::to_string(d) +
+             ": sm80 serves up to 256";
   }
   Choice c;
   c.tile = sm80::fwd_tile_for(f.d_qk, f.d_v);
@@ -87,15 +96,18 @@ std::string choose(const Facts& f, const Target& target, Choice* out) {
   }
   const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
   if (m_blocks * f.h_q * f.b > kInt32Max) {
-    return "grid: " + std::to_string(m_blocks * f.h_q * f.b) + " query tiles exceed sm80's 2^31 - 1 CTAs";
+    return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
+           " query tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = sm80::find_fwd_kernel(c.tile, f.dtype, c.score_mod);
   if (c.kernel == nullptr) {
-    return std::string("kernel not built in the ci kernel set (tile ") + sm80::fwd_tile_name(c.tile) + ", " +
-           to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ", plain)");
+    return std::string("kernel not built in the ci kernel set (tile ") +
+           sm80::fwd_tile_name(c.tile) + ", " + to_string(f.dtype) +
+           (c.score_mod ? ", score-mod)" : ", plain)");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
-    return std::string("tile ") + sm80::fwd_tile_name(c.tile) + " needs " + std::to_string(c.kernel->smem_bytes / 1024) +
+    return std::string("tile ") + sm80::fwd_tile_name(c.tile) + " needs " +
+           std::to_string(c.kernel->smem_bytes / 1024) +
            " KB of shared memory per block; the device allows " +
            std::to_string(target.smem_per_block_optin / 1024) + " KB";
   }
@@ -115,7 +127,8 @@ FwdParams make_params(const Facts& f, const Choice& c) {
   strides(TensorId::k, &p.k_stride_b, &p.k_stride_h, &p.k_stride_s);
   strides(TensorId::v, &p.v_stride_b, &p.v_stride_h, &p.v_stride_s);
   strides(TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
-  if (f.has(TensorId::stats)) strides(TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  if (f.has(TensorId::stats))
+    strides(TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
   if (f.has(TensorId::bias)) {
     strides(TensorId::bias, &p.bias_stride_b, &p.bias_stride_h, &p.bias_stride_s);
     if (f.bias_broadcast_b() || f.t(TensorId::bias).dims[0] == 1) p.bias_stride_b = 0;
@@ -148,7 +161,8 @@ class Sm80ForwardPlan final : public LaunchPlan {
   Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, unsigned grid, Status prepared)
       : params_(params), kernel_(kernel), grid_(grid), prepared_(std::move(prepared)) {}
 
-  Status launch(const Facts& facts, const Arguments& args, const Workspace&, Stream stream) const override {
+  Status launch(const Facts& facts, const Arguments& args, const Workspace&,
+                Stream stream) const override {
     if (!prepared_.ok()) return prepared_;
     FwdParams p = params_;
     p.q = args.get(TensorId::q);
@@ -158,12 +172,14 @@ class Sm80ForwardPlan final : public LaunchPlan {
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
     if (facts.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
     if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
-    if (facts.has(TensorId::seq_len_q)) p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
-    if (facts.has(TensorId::seq_len_kv)) p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    if (facts.has(TensorId::seq_len_q))
+      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+    if (facts.has(TensorId::seq_len_kv))
+      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     const cudaError_t err = kernel_->launch(p, grid_, stream);
     if (err != cudaSuccess) {
-      return Status(Code::device_error,
-                    std::string("sm80: launching ") + kernel_->name + " failed: " + cudaGetErrorString(err));
+      return Status(Code::device_error, std::string("sm80: launching ") + kernel_->name +
+                                            " failed: " + cudaGetErrorString(err));
     }
     return Status();
   }
@@ -171,8 +187,13 @@ class Sm80ForwardPlan final : public LaunchPlan {
   // 16-byte loads and stores of Q, K, V and O rows need 16-byte-aligned bases.
   size_t pointer_alignment(TensorId id, const Facts& facts) const override {
     switch (id) {
-      case TensorId::q: case TensorId::k: case TensorId::v: case TensorId::o: return 16;
-      default: return LaunchPlan::pointer_alignment(id, facts);
+      case TensorId::q:
+      case TensorId::k:
+      case TensorId::v:
+      case TensorId::o:
+        return 16;
+      default:
+        return LaunchPlan::pointer_alignment(id, facts);
     }
   }
 
@@ -196,9 +217,10 @@ Status prepare_on_device(const FwdKernel& kernel, const Target& target) {
   if (current >= 0 && current != target.device) cudaSetDevice(current);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return Status(Code::device_error, std::string("sm80: preparing ") + kernel.name + " (" +
-                                          std::to_string(kernel.smem_bytes) +
-                                          " bytes of shared memory) failed: " + cudaGetErrorString(err));
+    return Status(Code::device_error,
+                  std::string("sm80: preparing ") + kernel.name + " (" +
+                      std::to_string(kernel.smem_bytes) +
+                      " bytes of shared memory) failed: " + cudaGetErrorString(err));
   }
   return Status();
 }
@@ -216,8 +238,10 @@ class Sm80Engine final : public Engine {
     Choice c;
     if (!choose(facts, target, &c).empty()) return nullptr;
     const FwdParams params = make_params(facts, c);
-    const unsigned grid = static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
-    return std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid, prepare_on_device(*c.kernel, target));
+    const unsigned grid =
+        static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+    return std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid,
+                                             prepare_on_device(*c.kernel, target));
   }
 };
 
