@@ -13,6 +13,7 @@
 #include "support/gpu_spin.h"
 #include "support/harness_compare.h"
 #include "support/harness_env.h"
+#include "support/harness_expect.h"
 #include "support/harness_failure.h"
 #include "support/harness_gpu_test.h"
 #include "support/harness_named_problems.h"
@@ -264,12 +265,7 @@ void expect_silent_execute(Direction dir) {
     }
     Result<tool::ArrayMap> got = run->finish();
     FLOE_ASSERT_OK(got);
-    Result<tool::ArrayMap> want = run_reference(*c);
-    FLOE_ASSERT_OK(want);
-    const Comparison cmp = compare_outputs(*c, *got, *want);
-    EXPECT_TRUE(cmp.ok()) << np.name << ": " << cmp.summary() << "reproduce: "
-                          << write_failure(harness_settings().failure_dir, "detectors-" + np.name,
-                                           *c, engine, cmp.summary(), &*got, &*want);
+    expect_matches_reference("detectors-" + np.name, *c, *got);
     ++checked;
   }
   cudaStreamDestroy(stream);

@@ -13,6 +13,7 @@
 
 #include "support/harness_compare.h"
 #include "support/harness_env.h"
+#include "support/harness_expect.h"
 #include "support/harness_failure.h"
 #include "support/harness_gpu_test.h"
 #include "support/harness_named_problems.h"
@@ -76,17 +77,6 @@ class Graph : public GpuTest {
   }
 
  public:
-  // The replay (or direct) outputs `got` of case `c` against the reference.
-  void expect_matches_reference(const std::string& name, const tool::Case& c,
-                                const tool::ArrayMap& got) {
-    Result<tool::ArrayMap> want = run_reference(c);
-    ASSERT_TRUE(want.ok()) << want.status().message();
-    const Comparison cmp = compare_outputs(c, got, *want);
-    EXPECT_TRUE(cmp.ok()) << name << ": " << cmp.summary() << "reproduce: "
-                          << write_failure(harness_settings().failure_dir, name, c,
-                                           harness_settings().engine, cmp.summary(), &got, &*want);
-  }
-
   cudaStream_t stream_ = nullptr;
 };
 
@@ -99,7 +89,7 @@ void expect_all_poisoned(const tool::ArrayMap& outputs, const char* when) {
   }
 }
 
-void replay_equals_direct(Graph* t, Direction dir, cudaStream_t stream) {
+void replay_equals_direct(Direction dir, cudaStream_t stream) {
   int checked = 0;
   for (bool deterministic : {true, false}) {
     for (NamedProblem& np : named_problems(dir)) {
@@ -138,7 +128,7 @@ void replay_equals_direct(Graph* t, Direction dir, cudaStream_t stream) {
           EXPECT_TRUE(bits.ok()) << "replay " << replay
                                  << " differs from the direct execute: " << bits.summary();
         }
-        t->expect_matches_reference(name + "-replay" + std::to_string(replay), *c, *replayed);
+        expect_matches_reference(name + "-replay" + std::to_string(replay), *c, *replayed);
       }
       ++checked;
     }
@@ -147,11 +137,11 @@ void replay_equals_direct(Graph* t, Direction dir, cudaStream_t stream) {
 }
 
 TEST_F(Graph, ForwardReplayEqualsDirect) {
-  replay_equals_direct(this, Direction::forward, stream_);
+  replay_equals_direct(Direction::forward, stream_);
 }
 
 TEST_F(Graph, BackwardReplayEqualsDirect) {
-  replay_equals_direct(this, Direction::backward, stream_);
+  replay_equals_direct(Direction::backward, stream_);
 }
 
 // The problem of the length tests: padding on both sides, a bottom-right causal mask (its
@@ -177,7 +167,7 @@ void copy_tensor_async(const PreparedRun& from, const PreparedRun& to, TensorId 
             cudaSuccess);
 }
 
-void lengths_change_between_replays(Graph* t, Direction dir, cudaStream_t stream) {
+void lengths_change_between_replays(Direction dir, cudaStream_t stream) {
   const json base = padded_problem(dir);
   Result<tool::Case> c0 = make_case(base, 23);
   FLOE_ASSERT_OK(c0);
@@ -248,17 +238,17 @@ void lengths_change_between_replays(Graph* t, Direction dir, cudaStream_t stream
     const Comparison bits = compare_bitwise(*replayed, *direct);
     EXPECT_TRUE(bits.ok()) << "replay with new lengths differs from a direct execute: "
                            << bits.summary();
-    t->expect_matches_reference(name, *c, *replayed);
+    expect_matches_reference(name, *c, *replayed);
   }
   cudaFreeHost(pinned);
 }
 
 TEST_F(Graph, ForwardLengthsChangeBetweenReplays) {
-  lengths_change_between_replays(this, Direction::forward, stream_);
+  lengths_change_between_replays(Direction::forward, stream_);
 }
 
 TEST_F(Graph, BackwardLengthsChangeBetweenReplays) {
-  lengths_change_between_replays(this, Direction::backward, stream_);
+  lengths_change_between_replays(Direction::backward, stream_);
 }
 
 }  // namespace

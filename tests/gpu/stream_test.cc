@@ -16,6 +16,7 @@
 #include "support/gpu_spin.h"
 #include "support/harness_compare.h"
 #include "support/harness_env.h"
+#include "support/harness_expect.h"
 #include "support/harness_failure.h"
 #include "support/harness_gpu_test.h"
 #include "support/harness_named_problems.h"
@@ -28,16 +29,6 @@ namespace {
 constexpr double kSpinMs = 50;
 
 class Streams : public GpuTest {};
-
-void expect_matches_reference(const std::string& name, const tool::Case& c,
-                              const tool::ArrayMap& got) {
-  Result<tool::ArrayMap> want = run_reference(c);
-  ASSERT_TRUE(want.ok()) << want.status().message();
-  const Comparison cmp = compare_outputs(c, got, *want);
-  EXPECT_TRUE(cmp.ok()) << name << ": " << cmp.summary() << "reproduce: "
-                        << write_failure(harness_settings().failure_dir, name, c,
-                                         harness_settings().engine, cmp.summary(), &got, &*want);
-}
 
 bool declined(const Result<Plan>& plan) {
   return !plan && plan.status().code() == Code::not_supported &&
