@@ -30,9 +30,11 @@ class Engine {
   // Empty when the engine serves this problem on this target; else why not, naming the
   // tensor or feature.
   virtual std::string decline_reason(const Facts& facts, const Target& target) const = 0;
-  // Only called after an empty decline_reason. Adds the engine's workspace chunks.
-  virtual std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
-                                                 WorkspaceLayout& workspace) const = 0;
+  // Only called after an empty decline_reason. Adds the engine's workspace chunks. Fails only
+  // for what the device says at plan time (loading a kernel, opting into shared memory), so
+  // that such a failure surfaces at build, never at execute.
+  virtual Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
+                                                         WorkspaceLayout& workspace) const = 0;
 };
 
 }  // namespace floe::detail

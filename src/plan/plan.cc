@@ -71,7 +71,10 @@ Result<Plan> Plan::build(const Problem& problem, const Target& target, const Pla
                       verdict_lines(sel.verdicts));
   }
   impl->engine = sel.engine->name();
-  impl->launch = sel.engine->plan(impl->facts, target, impl->workspace);
+  Result<std::unique_ptr<const detail::LaunchPlan>> launch =
+      sel.engine->plan(impl->facts, target, impl->workspace);
+  if (!launch) return launch.status();
+  impl->launch = std::move(*launch);
   if (!impl->launch) {
     return Status(Code::internal, "engine " + impl->engine + " accepted but built no plan");
   }

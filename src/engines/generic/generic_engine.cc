@@ -14,17 +14,18 @@ class GenericEngine final : public Engine {
   std::string decline_reason(const Facts& facts, const Target& target) const override {
     return generic::decline_reason(facts, target);
   }
-  std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
-                                         WorkspaceLayout& workspace) const override {
+  Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
+                                                 WorkspaceLayout& workspace) const override {
     const generic::Params params = generic::make_params(facts);
     const generic::Geometry geometry = generic::make_geometry(facts, params);
     generic::add_workspace(facts, workspace);
     if (target.executable) {
       const Status loaded = facts.backward() ? generic::load_backward_kernels(geometry)
                                              : generic::load_forward_kernels(params, geometry);
-      if (!loaded) return nullptr;
+      if (!loaded) return loaded;
     }
-    return std::make_unique<generic::GenericLaunchPlan>(params, geometry);
+    return std::unique_ptr<const LaunchPlan>(
+        std::make_unique<generic::GenericLaunchPlan>(params, geometry));
   }
 };
 

@@ -36,8 +36,8 @@ class ReferenceEngine final : public Engine {
     if (target.kind != Target::Kind::cpu) return "runs on the CPU only";
     return "";
   }
-  std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
-                                         WorkspaceLayout& workspace) const override {
+  Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
+                                                 WorkspaceLayout& workspace) const override {
     const int threads = std::clamp(target.cpu_threads, 1, reference::kMaxThreads);
     const int64_t per_thread = facts.backward() ? reference::backward_scratch_doubles(facts)
                                                 : reference::forward_scratch_doubles(facts);
@@ -45,7 +45,7 @@ class ReferenceEngine final : public Engine {
     if (facts.backward()) {
       workspace.add(reference::kDelta, sizeof(double) * facts.b * facts.h_q * facts.s_q);
     }
-    return std::make_unique<ReferenceLaunch>(threads);
+    return std::unique_ptr<const LaunchPlan>(std::make_unique<ReferenceLaunch>(threads));
   }
 };
 

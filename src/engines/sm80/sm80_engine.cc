@@ -158,12 +158,11 @@ FwdParams make_params(const Facts& f, const Choice& c) {
 
 class Sm80ForwardPlan final : public LaunchPlan {
  public:
-  Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, unsigned grid, Status prepared)
-      : params_(params), kernel_(kernel), grid_(grid), prepared_(std::move(prepared)) {}
+  Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, unsigned grid)
+      : params_(params), kernel_(kernel), grid_(grid) {}
 
   Status launch(const Facts& facts, const Arguments& args, const Workspace&,
                 Stream stream) const override {
-    if (!prepared_.ok()) return prepared_;
     FwdParams p = params_;
     p.q = args.get(TensorId::q);
     p.k = args.get(TensorId::k);
@@ -201,7 +200,6 @@ class Sm80ForwardPlan final : public LaunchPlan {
   FwdParams params_;
   const FwdKernel* kernel_;
   unsigned grid_;
-  Status prepared_;  // the plan-time shared-memory opt-in, reported by every launch if it failed
 };
 
 // Plan time: opt the kernel into its shared memory on the target device (never in launch()).
@@ -233,15 +231,18 @@ class Sm80Engine final : public Engine {
     return choose(facts, target, nullptr);
   }
 
-  std::unique_ptr<const LaunchPlan> plan(const Facts& facts, const Target& target,
-                                         WorkspaceLayout&) const override {
+  Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
+                                                 WorkspaceLayout&) const override {
     Choice c;
-    if (!choose(facts, target, &c).empty()) return nullptr;
+    if (std::string why = choose(facts, target, &c); !why.empty()) {
+      return Status(Code::internal, "sm80 accepted, then declined: " + why);
+    }
     const FwdParams params = make_params(facts, c);
     const unsigned grid =
         static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
-    return std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid,
-                                             prepare_on_device(*c.kernel, target));
+    if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+    return std::unique_ptr<const LaunchPlan>(
+        std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid));
   }
 };
 
