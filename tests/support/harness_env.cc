@@ -73,6 +73,7 @@ HarnessSettings read_settings() {
   s.engine = env_or("FLOE_ENGINE", "auto");
   s.report_file = env_or("FLOE_REPORT_FILE", "");
   s.aligned_layouts = env_or("FLOE_LAYOUT", "any") == "aligned";
+  s.directions = env_or("FLOE_DIRECTIONS", "both");
   s.failure_dir = env_or("FLOE_FAILURE_DIR", build_dir() + "/failures/" + seed_string(s.seed));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = env_or("FLOE_HARNESS_THREADS", std::to_string(hw));

@@ -8,6 +8,8 @@
 //   FLOE_FAILURE_DIR     where failing cases are written (default BUILD/failures/SEED)
 //   FLOE_HARNESS_THREADS host threads for the battery (default: the hardware's)
 //   FLOE_REPORT_FILE     the battery appends its summary there too (scripts/gpu-check.sh)
+//   FLOE_DIRECTIONS      both (default) | fwd | bwd: the GPU tests of the other direction skip,
+//                        so an engine that serves one direction can be pinned for all tests
 //   FLOE_LAYOUT          any (default): every stride pattern; aligned: the layouts tensor-core
 //                        engines serve (unit innermost stride, outer strides multiples of 8),
 //                        so that a pinned fast engine meets most cases instead of declining
@@ -30,6 +32,7 @@ struct HarnessSettings {
   int backward_cases = 300;
   std::string report_file;  // empty: stdout only
   bool aligned_layouts = false;
+  std::string directions = "both";
 };
 
 // Reads the variables above once; later calls return the same settings.

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "floe/status.h"
 #include "floe/target.h"
+#include "support/harness_env.h"
 
 namespace floe::test {
 
@@ -13,6 +16,13 @@ class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!floe::cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped";
+    // Tests of one direction carry its name (Battery.Backward, ForwardBitwise, ...).
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const std::string& only = harness_settings().directions;
+    if ((only == "fwd" && name.find("Backward") != std::string::npos) ||
+        (only == "bwd" && name.find("Forward") != std::string::npos)) {
+      GTEST_SKIP() << "FLOE_DIRECTIONS=" << only << ": the other direction is not under test";
+    }
   }
 };
 
