@@ -88,7 +88,7 @@ Outcome run_one(int index, uint64_t seed, Direction dir, const GeneratorLimits& 
   Result<tool::RunResult> run = tool::run_case(c, s.engine, tool::Memory::device);
   if (!run) {
     // A pinned engine may decline a problem (P4); with "auto" something must serve it (P5).
-    if (run.status().code() == Code::not_supported && s.engine != "auto") {
+    if (declined_by_pinned_engine(run.status())) {
       out.verdict = Verdict::declined;
       out.message = run.status().message();
       return out;

@@ -99,9 +99,7 @@ void replay_equals_direct(Direction dir, cudaStream_t stream) {
       Result<tool::Case> c = make_case(np.json, 11);
       FLOE_ASSERT_OK(c);
       Result<Plan> plan = build_plan(c->problem, tool::Memory::device, harness_settings().engine);
-      if (!plan && plan.status().code() == Code::not_supported &&
-          harness_settings().engine != "auto")
-        continue;
+      if (declined_by_pinned_engine(plan)) continue;
       FLOE_ASSERT_OK(plan);
       Result<PreparedRun> run = PreparedRun::create(*c, *plan, tool::Memory::device);
       FLOE_ASSERT_OK(run);
@@ -172,7 +170,7 @@ void lengths_change_between_replays(Direction dir, cudaStream_t stream) {
   Result<tool::Case> c0 = make_case(base, 23);
   FLOE_ASSERT_OK(c0);
   Result<Plan> plan = build_plan(c0->problem, tool::Memory::device, harness_settings().engine);
-  if (!plan && plan.status().code() == Code::not_supported && harness_settings().engine != "auto") {
+  if (declined_by_pinned_engine(plan)) {
     GTEST_SKIP() << "engine declines: " << plan.status().message();
   }
   FLOE_ASSERT_OK(plan);

@@ -2,7 +2,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "support/harness_env.h"
+
 namespace floe::test {
+
+bool declined_by_pinned_engine(const Status& status) {
+  return status.code() == Code::not_supported && harness_settings().engine != "auto";
+}
 
 Status device_sync(const char* what) {
   cudaError_t err = cudaDeviceSynchronize();

@@ -19,6 +19,15 @@ namespace floe::test {
 Result<Plan> build_plan(const Problem& problem, tool::Memory memory, const std::string& engine,
                         int cpu_threads = 1);
 
+// True when an engine pinned by FLOE_ENGINE declined the problem: such a problem is not that
+// engine's to serve, so tests pass over it (and fail only if it declines every problem).
+// Under "auto" a refusal is always a failure: some engine must serve every valid problem.
+bool declined_by_pinned_engine(const Status& status);
+template <class T>
+bool declined_by_pinned_engine(const Result<T>& r) {
+  return !r.ok() && declined_by_pinned_engine(r.status());
+}
+
 class PreparedRun {
  public:
   // Lays the case's inputs out as plan.problem() declares and poisons every output. The
