@@ -172,13 +172,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+using ForwardKernel = void (*)(const Params, int64_t);
+
+// The instantiation a plan runs: O in 128-column chunks when the plan chose them.
 template <class T>
-void launch_typed(const Params& p, const KernelGrid& g, cudaStream_t s) {
-  if (p.fwd_cols == 128) {
-    generic_forward_kernel<T, 2><<<g.grid, kThreads, 0, s>>>(p, g.blocks);
-  } else {
-    generic_forward_kernel<T, 1><<<g.grid, kThreads, 0, s>>>(p, g.blocks);
-  }
+ForwardKernel forward_kernel(const Params& p) {
+  return p.fwd_cols == 128 ? generic_forward_kernel<T, 2> : generic_forward_kernel<T, 1>;
+}
+
+ForwardKernel forward_kernel(const Params& p, bool bf16) {
+  return bf16 ? forward_kernel<__nv_bfloat16>(p) : forward_kernel<__half>(p);
 }
 
 }  // namespace
@@ -207,14 +210,7 @@ std::string built_archs() {
 
 Status load_forward_kernels(const Params& p, const Geometry& geo) {
   cudaFuncAttributes attr;
-  cudaError_t err;
-  if (p.fwd_cols == 128) {
-    err = geo.bf16 ? cudaFuncGetAttributes(&attr, generic_forward_kernel<__nv_bfloat16, 2>)
-                   : cudaFuncGetAttributes(&attr, generic_forward_kernel<__half, 2>);
-  } else {
-    err = geo.bf16 ? cudaFuncGetAttributes(&attr, generic_forward_kernel<__nv_bfloat16, 1>)
-                   : cudaFuncGetAttributes(&attr, generic_forward_kernel<__half, 1>);
-  }
+  const cudaError_t err = cudaFuncGetAttributes(&attr, forward_kernel(p, geo.bf16));
   if (err != cudaSuccess) {
     return Status(Code::device_error,
                   std::string("generic_forward_kernel: cannot load: ") + cudaGetErrorString(err));
@@ -224,12 +220,9 @@ Status load_forward_kernels(const Params& p, const Geometry& geo) {
 
 Status launch_forward(const Params& p, const Geometry& geo, Stream stream) {
   if (geo.forward.blocks == 0) return Status();
-  auto* s = reinterpret_cast<cudaStream_t>(stream);
-  if (geo.bf16) {
-    launch_typed<__nv_bfloat16>(p, geo.forward, s);
-  } else {
-    launch_typed<__half>(p, geo.forward, s);
-  }
+  forward_kernel(
+      p, geo.bf16)<<<geo.forward.grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+      p, geo.forward.blocks);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     return Status(Code::device_error,
