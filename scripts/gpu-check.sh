@@ -13,15 +13,16 @@
 #   --seed N           the battery's base seed (FLOE_SEED), default the harness's
 #   --kernels SET      full (default) or ci
 #   --build-dir DIR    default ROOT/build-gpu-check
-#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,sanitize (default all);
-#                      without configure the build folder is reused as it is
+#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,sanitize,bench
+#                      (default all but bench); without configure the build folder is reused
+#   --bench-args ARGS  extra arguments of floe bench in the bench step (one string)
 #   --jobs N           build and CPU-test parallelism, default every core
 #
 # Needs cmake, ninja, nvcc and (for the sanitize step) compute-sanitizer; no network: the
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -35,6 +36,7 @@ seed=""
 kernels=full
 build="$root/build-gpu-check"
 steps="configure,build,cpu,gpu,sanitize"
+bench_args=""
 jobs=$(nproc 2>/dev/null || echo 4)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=${2:?--build-dir needs a folder}; shift ;;
     --steps) steps=${2:?--steps needs a list}; shift ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift ;;
+    --bench-args) bench_args=${2?--bench-args needs a string}; shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
   esac
@@ -212,6 +215,21 @@ if wants sanitize; then
     record "$tool" "$status" "$last_rc" "$last_seconds" "${errors:-?} errors"
     sanitizer_errors+=("${errors:-null}")
   done
+fi
+
+# --- floe bench, then PyTorch's flash and cuDNN on the same problems in the same session.
+if wants bench; then
+  commit=$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+  # shellcheck disable=SC2086  # bench_args is a list of words on purpose
+  run_step bench "$results/bench.log" \
+    env FLOE_COMMIT="$commit" "$build/tools/floe/floe" bench --json "$results/floe.json" $bench_args
+  record bench "$([ $last_rc = 0 ] && echo ok || echo failed)" "$last_rc" "$last_seconds" ""
+  if [ -f "$results/floe.json" ]; then
+    run_step peers "$results/peers.log" \
+      python3 "$root/bench/peers.py" --floe "$results/floe.json" --out "$results/peers.json" \
+        --md "$results/perf.md" --plot "$results/perf.png"
+    record peers "$([ $last_rc = 0 ] && echo ok || echo failed)" "$last_rc" "$last_seconds" ""
+  fi
 fi
 
 # --- summary.json and the table.
