@@ -219,7 +219,8 @@ fi
 
 # --- floe bench, then PyTorch's flash and cuDNN on the same problems in the same session.
 if wants bench; then
-  commit=$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+  # A copy made by git archive has no repository: the caller names the commit in FLOE_COMMIT.
+  commit=${FLOE_COMMIT:-$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
   # shellcheck disable=SC2086  # bench_args is a list of words on purpose
   run_step bench "$results/bench.log" \
     env FLOE_COMMIT="$commit" "$build/tools/floe/floe" bench --json "$results/floe.json" $bench_args

@@ -237,7 +237,7 @@ def section_workspace(rows):
     return table(header, body) if body else "(not measured)"
 
 
-def render(data):
+def render(data, plot=None):
     fl = data.get("floe") or {}
     gpu = (fl.get("gpu") or {}).get("name") or data.get("gpu") or "?"
     rows = data.get("rows", [])
@@ -262,6 +262,10 @@ def render(data):
         "mean floe is faster. \"declined\": the engine does not serve the problem; \"no kernel\": "
         "the peer has none for it.",
         "",
+    ]
+    if plot:
+        out += [f"![TFLOP/s against sequence length, per engine]({plot})", ""]
+    out += [
         "## Standard sweep: forward",
         "",
         "bf16, 16k tokens (B = 16384/S), hidden 2048 (Hq = 2048/D), TFLOP/s.",
@@ -311,10 +315,11 @@ def main():
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("peers_json", help="the --out JSON of bench/peers.py")
     ap.add_argument("-o", "--output", help="write here (default: stdout)")
+    ap.add_argument("--plot", help="link this PNG (path relative to the output) under the header")
     args = ap.parse_args()
     with open(args.peers_json) as f:
         data = json.load(f)
-    text = render(data)
+    text = render(data, args.plot)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)
