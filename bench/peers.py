@@ -28,7 +28,7 @@ import warnings
 PEERS = ("flash", "cudnn")
 # The fields that make two floe records the same problem for a peer.
 PROBLEM_FIELDS = ("dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v", "causal",
-                  "window", "bias", "sink", "softcap", "stats_gap", "layout")
+                  "window", "bias", "sink", "softcap", "stats_gap", "layout", "deterministic")
 
 
 def perf_report():
@@ -55,6 +55,8 @@ def outside_sdpa(r):
         return "no kernel", "torch SDPA has no softcap"
     if r.get("stats_gap"):
         return "n/a", "torch SDPA does not expose the layout of its stats (LSE)"
+    if r.get("deterministic"):
+        return "n/a", "torch's deterministic mode is a process-wide switch, not timed here"
     return None
 
 

@@ -75,4 +75,46 @@ __device__ __forceinline__ KeyTiles key_tiles(const detail::BandMask& band, bool
   return kt;
 }
 
+// The transposed question, for a backward CTA that owns one key tile: which query tiles hold a
+// row that sees one of its keys [key_first, key_last] (actual keys, key_last < skv_b). Query tile
+// m is in the range exactly when key_tiles() of m holds this key tile, so the two sides always
+// agree on who visits whom (the deterministic dQ order relies on it). mask_diag_lo/hi are the
+// band's bounds as distances from the diagonal, as in KeyTiles.
+struct QueryTiles {
+  int begin = 0, end = 0;  // query tiles [begin, end)
+  int diag_lo = INT32_MIN, diag_hi = INT32_MAX;
+  __device__ __forceinline__ bool empty() const { return end <= begin; }
+  // Whether query tile m (rows [m0, m0 + block_m)) sees every key of [n0, n0 + block_n) that
+  // exists (keys past skv_b always need the mask).
+  __device__ __forceinline__ bool needs_mask(int m0, int block_m, int n0, int block_n,
+                                             int skv_b) const {
+    return n0 + block_n > skv_b || n0 - (m0 + block_m - 1) < diag_lo ||
+           (n0 + block_n - 1) - m0 > diag_hi;
+  }
+};
+
+__device__ __forceinline__ QueryTiles query_tiles(const detail::BandMask& band, bool has_mask,
+                                                  int key_first, int key_last, int sq_b,
+                                                  int skv_b, int block_m) {
+  QueryTiles qt;
+  int64_t lo = 0, hi = sq_b - 1;
+  if (has_mask) {
+    const int64_t off = band.offset(sq_b, skv_b);
+    auto clamp32 = [](int64_t x) {
+      return static_cast<int>(x < INT32_MIN ? INT32_MIN : (x > INT32_MAX ? INT32_MAX : x));
+    };
+    if (band.has_left) qt.diag_lo = clamp32(off - band.left);
+    if (band.has_right) qt.diag_hi = clamp32(off + band.right);
+    // Row i sees key j iff j - off - right <= i <= j - off + left.
+    if (band.has_right) lo = key_first - off - band.right;
+    if (band.has_left) hi = key_last - off + band.left;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > sq_b - 1 ? sq_b - 1 : hi;
+  }
+  if (hi < lo || sq_b <= 0) return qt;
+  qt.begin = static_cast<int>(lo / block_m);
+  qt.end = static_cast<int>(hi / block_m) + 1;
+  return qt;
+}
+
 }  // namespace floe::kernels

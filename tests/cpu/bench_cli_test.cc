@@ -143,7 +143,9 @@ TEST(BenchProblems, EachFeatureDiffersFromPlainInOneThing) {
                                                    {"sink", "b4 h16 s4096 d128 sink"},
                                                    {"softcap", "b4 h16 s4096 d128 softcap 30"},
                                                    {"stats_gap", "b4 h16 s4096 d128 stats+64"},
-                                                   {"bshd", "b4 h16 s4096 d128 bshd"}};
+                                                   {"bshd", "b4 h16 s4096 d128 bshd"},
+                                                   {"deterministic",
+                                                    "b4 h16 s4096 d128 deterministic"}};
   EXPECT_EQ(names, want);
 }
 
@@ -258,6 +260,7 @@ TEST(BenchProblems, TheForwardLaysOutWhatTheBackwardReads) {
         EXPECT_EQ(b.tensor(id)->strides, want) << to_string(id);
       }
     }
+    EXPECT_EQ(b.deterministic(), bp.feature == "deterministic") << bp.name();
     if (bp.feature == "stats_gap") {
       EXPECT_EQ(b.tensor(TensorId::stats)->strides[1], 4096 + 64);
       EXPECT_EQ(b.tensor(TensorId::stats)->strides[0], 16 * (4096 + 64));

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engines/sm80/bwd_kernels.h"
+#include "engines/sm80/bwd_tiles.h"
 #include "engines/sm80/fwd_kernels.h"
 #include "engines/sm80/fwd_tiles.h"
 #include "floe/floe.h"
@@ -31,6 +33,11 @@ bool score_mod(const Problem& p) {
 bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   const TensorDesc& v = *p.tensor(TensorId::v);
+  if (p.direction() == Direction::backward) {
+    detail::sm80::BwdTile tile{};
+    if (!detail::sm80::bwd_tile_for(q.dims[3], v.dims[3], &tile)) return false;
+    return detail::sm80::find_bwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
+  }
   const auto tile = detail::sm80::fwd_tile_for(q.dims[3], v.dims[3]);
   return detail::sm80::find_fwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
 }
@@ -117,6 +124,81 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
   }
 }
 
+// Backward problems sm80 serves natively (head dims up to 128 so far).
+std::vector<Named> typical_backward_problems() {
+  std::vector<Named> out;
+  auto add = [&](std::string name, Problem p) { out.push_back({std::move(name), std::move(p)}); };
+  add("d128 bf16", Problem::backward(Shape{2, 16, 16, 1024, 1024, 128, 128}, DType::bf16));
+  add("d128 f16 causal",
+      Problem::backward(Shape{2, 16, 16, 1000, 1000, 128, 128}, DType::f16).set_causal());
+  add("d64 f16", Problem::backward(Shape{4, 32, 32, 512, 512, 64, 64}, DType::f16));
+  add("d8 bf16", Problem::backward(Shape{1, 2, 2, 17, 33, 8, 8}, DType::bf16));
+  add("d64/128 f16", Problem::backward(Shape{1, 4, 4, 128, 256, 64, 128}, DType::f16));
+  add("gqa 16:2", Problem::backward(Shape{2, 16, 2, 512, 512, 128, 128}, DType::bf16));
+  add("deterministic gqa",
+      Problem::backward(Shape{2, 16, 2, 512, 512, 128, 128}, DType::bf16).set_deterministic());
+  add("window bottom-right", Problem::backward(Shape{1, 8, 8, 100, 300, 128, 128}, DType::bf16)
+                                 .set_window(64, 0, MaskAlign::bottom_right));
+  add("padding by lengths", Problem::backward(Shape{3, 4, 4, 200, 300, 128, 128}, DType::bf16)
+                                .set_seq_len_q()
+                                .set_seq_len_kv());
+  add("bias [1, Hq], no gradient",
+      Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
+  add("bias and dbias [B, Hq]", Problem::backward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16)
+                                    .set_bias(2, 8)
+                                    .set_bias_grad());
+  add("sink and dsink",
+      Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink());
+  add("softcap", Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
+  {
+    const int64_t b = 2, h = 8, s = 512, d = 128;
+    Problem p = Problem::backward(Shape{b, h, h, s, s, d, d}, DType::bf16);
+    for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::o, TensorId::d_o,
+                        TensorId::dq, TensorId::dk, TensorId::dv}) {
+      p.set_strides(id, {s * h * d, d, h * d, 1});
+    }
+    p.set_strides(TensorId::stats, {s * h, 1, h});
+    add("bshd layout", std::move(p));
+  }
+  return out;
+}
+
+TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
+  for (const Named& n : typical_backward_problems()) {
+    SCOPED_TRACE(n.name);
+    auto plan = Plan::build(n.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm80");
+    ASSERT_NE(v, nullptr);
+    if (!built(n.problem)) {
+      EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
+          << v->reason;
+      continue;
+    }
+    ASSERT_EQ(plan->engine(), "sm80") << plan->explain();
+    // O(B * H * S * D): the dQ accumulator at the compiled d_qk tile, LSE and Delta per query
+    // row, all over whole query tiles; a semaphore per query tile when deterministic.
+    const TensorDesc& q = *n.problem.tensor(TensorId::q);
+    const TensorDesc& v_desc = *n.problem.tensor(TensorId::v);
+    detail::sm80::BwdTile tile{};
+    ASSERT_TRUE(detail::sm80::bwd_tile_for(q.dims[3], v_desc.dims[3], &tile));
+    const auto& shape = detail::sm80::bwd_tile_shape(tile);
+    const size_t m_blocks = static_cast<size_t>((q.dims[2] + shape.block_m - 1) / shape.block_m);
+    const size_t rows = static_cast<size_t>(q.dims[0] * q.dims[1]) * m_blocks * shape.block_m;
+    std::vector<std::pair<std::string, size_t>> want = {
+        {"dq_accum", rows * shape.d_qk * 4}, {"lse_log2", rows * 4}, {"delta", rows * 4}};
+    if (n.problem.deterministic()) {
+      want.push_back({"dq_semaphore", static_cast<size_t>(q.dims[0] * q.dims[1]) * m_blocks * 4});
+    }
+    const auto& chunks = plan->workspace_chunks();
+    ASSERT_EQ(chunks.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(chunks[i].name, want[i].first);
+      EXPECT_EQ(chunks[i].bytes, want[i].second) << chunks[i].name;
+    }
+  }
+}
+
 TEST(Sm80Plan, RanksFirst) {
   const std::vector<std::string> names = engine_names();
   ASSERT_FALSE(names.empty());
@@ -193,8 +275,27 @@ std::vector<Declined> declined_problems() {
     out.push_back({"bias innermost stride", p, h100,
                    "tensor 'bias' strides[3] = 2: sm80 needs a unit innermost stride", "generic"});
   }
-  out.push_back({"backward", Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16), h100,
-                 "backward: not yet served by sm80", "generic"});
+  out.push_back({"backward d256",
+                 Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16), h100,
+                 "backward: head dims d_qk = 256, d_v = 256: sm80's backward serves up to 128 so "
+                 "far",
+                 "generic"});
+  out.push_back({"backward dbias broadcast over the batch",
+                 Problem::backward(Shape{2, 2, 2, 64, 64, 64, 64}, DType::bf16)
+                     .set_bias(1, 2)
+                     .set_bias_grad(),
+                 h100,
+                 "tensor 'dbias' dims[0] = 1: sm80's backward writes dBias per (batch, head); a "
+                 "sum over a broadcast dim is not served yet",
+                 "generic"});
+  {
+    Problem p = Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16);
+    p.set_strides(TensorId::d_o, {2 * 64 * 72 + 4, 64 * 72, 72, 1});
+    out.push_back({"do misaligned batch stride", p, h100,
+                   "tensor 'do' strides[0] = 9220: sm80 needs 16-byte-aligned rows (every outer "
+                   "stride a multiple of 8 elements)",
+                   "generic"});
+  }
   out.push_back({"d_qk not a multiple of 8",
                  Problem::forward(Shape{1, 2, 2, 64, 64, 100, 64}, DType::bf16), h100,
                  "head dim d_qk = 100: sm80 needs a multiple of 8", "generic"});
@@ -236,11 +337,11 @@ TEST(Sm80Plan, DeclinesWithTheExactReasonAndGenericServes) {
 }
 
 TEST(Sm80Plan, PinningSm80ToADeclinedProblemFailsWithItsReason) {
-  auto plan = Plan::build(Problem::backward(Shape{1, 2, 2, 64, 64, 64, 64}, DType::bf16),
+  auto plan = Plan::build(Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                           Target::cuda_arch(90), PlanOptions{"sm80"});
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), Code::not_supported);
-  EXPECT_NE(plan.status().message().find("sm80: declined: backward: not yet served by sm80"),
+  EXPECT_NE(plan.status().message().find("sm80: declined: backward: head dims d_qk = 256"),
             std::string::npos)
       << plan.status().message();
 }
@@ -260,6 +361,15 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
     EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
         << v->reason;
   }
+  // The backward tiles take 160 KB: A100/H100-class parts only.
+  const Problem bwd = Problem::backward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16);
+  auto bwd_plan = Plan::build(bwd, Target::cuda_arch(86));
+  ASSERT_TRUE(bwd_plan.ok()) << bwd_plan.status().message();
+  EXPECT_EQ(bwd_plan->engine(), "generic");
+  const EngineVerdict* bv = verdict_of(*bwd_plan, "sm80");
+  ASSERT_NE(bv, nullptr);
+  EXPECT_EQ(bv->reason,
+            "backward tile d128 needs 160 KB of shared memory per block; the device allows 99 KB");
   // d128 fits everywhere.
   auto small = Plan::build(Problem::forward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16),
                            Target::cuda_arch(86));

@@ -35,6 +35,7 @@ BenchProblem feature_point(const std::string& feature) {
   if (feature == "softcap") bp.softcap = 30.0;
   if (feature == "stats_gap") bp.stats_gap = 64;
   if (feature == "bshd") bp.layout = BenchLayout::bshd;
+  if (feature == "deterministic") bp.deterministic = true;
   return bp;
 }
 
@@ -77,6 +78,7 @@ std::string BenchProblem::name() const {
   }
   if (stats_gap > 0) n += " stats+" + std::to_string(stats_gap);
   if (layout == BenchLayout::bshd) n += " bshd";
+  if (deterministic) n += " deterministic";
   if (dtype != DType::bf16) n += std::string(" ") + floe::to_string(dtype);
   return n;
 }
@@ -100,7 +102,8 @@ std::vector<BenchProblem> standard_problems() {
     gqa.shape.h_kv = 2;
     out.push_back(gqa);
   }
-  for (const char* f : {"plain", "gqa", "window", "bias", "sink", "softcap", "stats_gap", "bshd"}) {
+  for (const char* f : {"plain", "gqa", "window", "bias", "sink", "softcap", "stats_gap", "bshd",
+                        "deterministic"}) {
     out.push_back(feature_point(f));
   }
   return out;
@@ -130,6 +133,7 @@ Problem make_problem(const BenchProblem& bp, Direction dir) {
   if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]);
   if (bp.sink) p.set_sink();
   if (bp.softcap) p.set_softcap(*bp.softcap);
+  if (bp.deterministic) p.set_deterministic();
   if (bp.stats_gap > 0) {
     const int64_t row = bp.shape.s_q + bp.stats_gap;
     p.set_strides(TensorId::stats, {bp.shape.h_q * row, row, 1});
@@ -205,6 +209,7 @@ nlohmann::json problem_json(const BenchProblem& bp) {
   j["softcap"] = bp.softcap ? nlohmann::json(*bp.softcap) : nlohmann::json();
   j["stats_gap"] = bp.stats_gap;
   j["layout"] = to_string(bp.layout);
+  j["deterministic"] = bp.deterministic;
   return j;
 }
 

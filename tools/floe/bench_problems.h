@@ -22,7 +22,8 @@ struct BenchProblem {
   // "sweep" (DESIGN §6), "shapes" (the other shapes of PEERS.md), "features" (the cost of
   // one feature against "plain"), "custom" (from the command line).
   std::string group = "custom";
-  // Within "features": plain gqa window bias sink softcap stats_gap bshd. Empty elsewhere.
+  // Within "features": plain gqa window bias sink softcap stats_gap bshd deterministic. Empty
+  // elsewhere.
   std::string feature;
   DType dtype = DType::bf16;
   Shape shape;
@@ -32,6 +33,7 @@ struct BenchProblem {
   std::optional<double> softcap;
   int64_t stats_gap = 0;  // extra elements after each stats row (a strided stats tensor)
   BenchLayout layout = BenchLayout::bhsd;
+  bool deterministic = false;  // the plan's bitwise-deterministic mode (P7)
 
   // Pure causal (top-left, right 0, no left): the one band the FlashAttention FLOP
   // convention halves.
@@ -69,7 +71,7 @@ struct FlopCount {
 FlopCount count_flops(const BenchProblem& bp, Direction dir);
 
 // The problem's shape and features as flat JSON fields (b, h_q, ..., causal, window, bias,
-// sink, softcap, stats_gap, layout, group, feature, name): what bench/peers.py reads back.
+// sink, softcap, stats_gap, layout, deterministic, group, feature, name): what bench/peers.py reads back.
 nlohmann::json problem_json(const BenchProblem& bp);
 
 const char* to_string(BenchLayout layout);

@@ -1,7 +1,7 @@
 // sm80 forward: the collective main loop of one CTA. Loads its Q tile once, then streams the
 // key tiles it must visit
 // through `kStages` K and `kStages` V buffers with cp.async, and for each tile computes
-// S = Q K^T, applies the score policy (fwd_score.cuh), the online softmax, and O += P V.
+// S = Q K^T, applies the score policy (scores.cuh), the online softmax, and O += P V.
 // Tiles the band or the key length cuts run the masked variant of the step; the others run a
 // variant with no mask code at all.
 //
@@ -16,7 +16,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_params.h"
-#include "engines/sm80/fwd_score.cuh"
+#include "engines/sm80/scores.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80_copy.cuh"
 #include "kernels/sm80_fragment.cuh"

@@ -1,0 +1,39 @@
+// sm80 backward, the sink's gradient: one CTA per head sums
+// dsigma_h = -sum_{b, i < sq_b} exp(sigma_h - LSE_{b,h,i}) * Delta_{b,h,i}
+// from the preprocess's dense lse_log2 (+inf past the batch's length, so those rows add 0) and
+// delta, in fp64, each thread over a fixed index set and then a fixed tree: bitwise the same on
+// every run.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_params.h"
+#include "kernels/sm80_math.cuh"
+
+namespace floe::detail::sm80 {
+
+__global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ BwdParams p) {
+  constexpr int kThreads = 256;
+  __shared__ double partial[kThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int h = static_cast<int>(blockIdx.x);
+  const float sink_log2 = p.sink[h] * kernels::kLog2e;
+  double sum = 0.0;
+  for (int b = 0; b < p.b; ++b) {
+    const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad;
+    for (int i = tid; i < p.s_q; i += kThreads) {
+      const float lse2 = p.lse_log2[row0 + i];
+      if (lse2 == INFINITY) continue;
+      sum += static_cast<double>(exp2f(sink_log2 - lse2)) * p.delta[row0 + i];
+    }
+  }
+  partial[tid] = sum;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (tid < s) partial[tid] += partial[tid + s];
+    __syncthreads();
+  }
+  if (tid == 0) p.dsink[h] = static_cast<float>(-partial[0]);
+}
+
+}  // namespace floe::detail::sm80

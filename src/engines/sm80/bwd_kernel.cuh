@@ -1,0 +1,60 @@
+// sm80 backward, the main kernel: one CTA per (key tile, kv head, batch), key tile fastest (the
+// CTAs in flight share one head's Q and dO in L2). It keeps its K and V tiles in shared memory
+// and its dK and dV tiles in registers, and visits every (query head of its group, query tile)
+// that sees one of its keys; per visit (bwd_mainloop.cuh):
+//   S = Q K^T, dP = dO V^T; P = 2^(s2 - lse2); dS = P (dP - delta) [* (1 - tanh^2)];
+//   dV += P^T dO; dK += dS^T Q; dQ accumulator += dS K (fp32 atomics in global memory).
+// dK and dV are accumulated at the kv head count (GQA by indexing, no expansion) and written
+// once at the end, scaled, through their strides (bwd_epilogue.cuh).
+//
+// Deterministic mode: the dQ additions into one query tile happen in ascending key-tile order.
+// Each visit waits on the tile's semaphore until every lower key tile that visits it has added
+// its share. A CTA only ever waits on CTAs of lower linear index (the same head, lower key
+// tiles), which the hardware has already dispatched, so the wait always ends.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_epilogue.cuh"
+#include "engines/sm80/bwd_params.h"
+#include "engines/sm80/bwd_mainloop.cuh"
+#include "engines/sm80/bwd_traits.cuh"
+#include "kernels/band_tiles.cuh"
+#include "kernels/sm80_copy.cuh"
+
+namespace floe::detail::sm80 {
+
+template <class T, bool kScoreMod>
+__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
+  using namespace cute;
+  using Element = typename T::Element;
+  extern __shared__ __align__(128) char smem[];
+  const int tid = static_cast<int>(threadIdx.x);
+
+  const int n_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_n_blocks));
+  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
+  const int h_kv = hb % p.h_kv;
+  const int b = hb / p.h_kv;
+  int sq_b = p.s_q, skv_b = p.s_kv;
+  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
+  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+  const int n0 = n_block * T::kBlockN;
+  kernels::QueryTiles qt;
+  if (n0 < skv_b) {
+    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b,
+                              skv_b, T::kBlockM);
+  }
+
+  typename T::TiledMmadKV mma_dkv;
+  Tensor acc_dk = partition_fragment_C(mma_dkv, cute::Shape<Int<T::kBlockN>, Int<T::kDqk>>{});
+  Tensor acc_dv = partition_fragment_C(mma_dkv, cute::Shape<Int<T::kBlockN>, Int<T::kDv>>{});
+  clear(acc_dk);
+  clear(acc_dv);
+
+  const BwdBlock blk{b, h_kv, n_block, n0, sq_b, skv_b};
+  if (!qt.empty()) BwdMainloop<T, kScoreMod>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
+  if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
+  bwd_epilogue<T>(p, smem, tid, blk, acc_dk, acc_dv);
+}
+
+}  // namespace floe::detail::sm80

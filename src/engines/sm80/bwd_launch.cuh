@@ -1,0 +1,60 @@
+// sm80 backward: the host side of one instantiation (shared-memory opt-in, the launches) and the
+// table of a tile's four instantiations. Included only by the bwd_<tile>.cu files.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "engines/sm80/bwd_dq_epilogue.cuh"
+#include "engines/sm80/bwd_dsink.cuh"
+#include "engines/sm80/bwd_kernel.cuh"
+#include "engines/sm80/bwd_kernels.h"
+#include "engines/sm80/bwd_preprocess.cuh"
+#include "engines/sm80/bwd_traits.cuh"
+
+namespace floe::detail::sm80 {
+
+template <class T, bool kScoreMod>
+cudaError_t bwd_prepare() {
+  return cudaFuncSetAttribute(bwd_kernel<T, kScoreMod>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              T::kSmemBytes);
+}
+
+template <class T, bool kScoreMod>
+cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
+  bwd_preprocess_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
+  bwd_kernel<T, kScoreMod><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
+  bwd_dq_epilogue_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
+  if (params.dsink != nullptr) bwd_dsink_kernel<<<grids.heads, 256, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <class T, bool kScoreMod>
+constexpr BwdKernel bwd_entry(const char* name) {
+  return BwdKernel{name, T::kThreads, T::kSmemBytes, &bwd_prepare<T, kScoreMod>,
+                   &bwd_launch<T, kScoreMod>};
+}
+
+// The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
+template <BwdTile kTile>
+struct BwdTileKernels {
+  using F16 = BwdTraits<kTile, cute::half_t>;
+  using BF16 = BwdTraits<kTile, cute::bfloat16_t>;
+
+  static const BwdKernel* get(DType dtype, bool score_mod) {
+    static const BwdKernel table[4] = {
+        bwd_entry<F16, false>(kNames[0]), bwd_entry<F16, true>(kNames[1]),
+        bwd_entry<BF16, false>(kNames[2]), bwd_entry<BF16, true>(kNames[3])};
+    if (dtype != DType::f16 && dtype != DType::bf16) return nullptr;
+    return &table[(dtype == DType::bf16 ? 2 : 0) + (score_mod ? 1 : 0)];
+  }
+
+ private:
+  // "sm80_bwd_<tile>_<dtype>_<plain|scoremod>", spelled out once here from the tile's name.
+  static constexpr const char* kNames[4] = {
+      kTile == BwdTile::d64 ? "sm80_bwd_d64_f16_plain" : "sm80_bwd_d128_f16_plain",
+      kTile == BwdTile::d64 ? "sm80_bwd_d64_f16_scoremod" : "sm80_bwd_d128_f16_scoremod",
+      kTile == BwdTile::d64 ? "sm80_bwd_d64_bf16_plain" : "sm80_bwd_d128_bf16_plain",
+      kTile == BwdTile::d64 ? "sm80_bwd_d64_bf16_scoremod" : "sm80_bwd_d128_bf16_scoremod"};
+};
+
+}  // namespace floe::detail::sm80

@@ -1,0 +1,301 @@
+// sm80 backward: the collective main loop of one CTA (see bwd_kernel.cuh). K and V are loaded
+// once; the (query head, query tile) visits stream Q and dO through two buffers with cp.async,
+// the next visit's tiles loading under the whole current one. One barrier opens each visit (its
+// Q and dO have landed, and every warp is done with the previous visit's buffers, P and dS), one
+// separates writing P and dS from the GEMMs that read them transposed.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_params.h"
+#include "engines/sm80/scores.cuh"
+#include "kernels/band_tiles.cuh"
+#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80_math.cuh"
+
+namespace floe::detail::sm80 {
+
+__device__ __forceinline__ int load_acquire(const int32_t* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <class T, bool kScoreMod>
+struct BwdMainloop {
+  using Element = typename T::Element;
+  static constexpr int kBlockM = T::kBlockM;
+  static constexpr int kBlockN = T::kBlockN;
+
+  template <class AccDK, class AccDV>
+  __device__ __forceinline__ static void run(const BwdParams& p, char* smem, int tid,
+                                             const BwdBlock& blk, const kernels::QueryTiles& qt,
+                                             AccDK& acc_dk, AccDV& acc_dv) {
+    using namespace cute;
+    using BM = Int<kBlockM>;
+    using BN = Int<kBlockN>;
+    using DQK = Int<T::kDqk>;
+    using DV = Int<T::kDv>;
+
+    auto at = [&](int offset) { return make_smem_ptr(reinterpret_cast<Element*>(smem + offset)); };
+    Tensor sQ = make_tensor(at(0), typename T::SmemLayoutQ{});  // (BM, DQK, 2)
+    Tensor sQt = make_tensor(at(0), typename T::SmemLayoutQt{});
+    Tensor sdO = make_tensor(at(T::kOffdO), typename T::SmemLayoutdO{});  // (BM, DV, 2)
+    Tensor sdOt = make_tensor(at(T::kOffdO), typename T::SmemLayoutdOt{});
+    Tensor sK = make_tensor(at(T::kOffK), typename T::SmemLayoutK{});  // (BN, DQK)
+    Tensor sKt = make_tensor(at(T::kOffK), typename T::SmemLayoutKt{});
+    Tensor sV = make_tensor(at(T::kOffV), typename T::SmemLayoutV{});  // (BN, DV)
+    Tensor sP = make_tensor(at(T::kOffP), typename T::SmemLayoutP{});  // (BM, BN)
+    Tensor sPt = make_tensor(at(T::kOffP), typename T::SmemLayoutPt{});
+    Tensor sdS = make_tensor(at(T::kOffdS), typename T::SmemLayoutP{});
+    Tensor sdSt = make_tensor(at(T::kOffdS), typename T::SmemLayoutPt{});
+
+    // --- Global -> shared (cp.async, zero-filled past the actual rows and head dims).
+    const int b = blk.b, n0 = blk.n0;
+    const int h_first = blk.h_kv * p.group;
+    const int n_m = qt.end - qt.begin;
+    const int visits = p.group * n_m;
+    typename T::GmemLoad gmem_load;
+    {
+      auto gthr = gmem_load.get_thread_slice(tid);
+      const Element* k_tile = static_cast<const Element*>(p.k) + b * p.k_stride_b +
+                              blk.h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s;
+      const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_stride_b +
+                              blk.h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s;
+      kernels::cp_async_tile(
+          gthr.partition_S(make_tensor(
+              make_gmem_ptr(k_tile),
+              make_layout(cute::Shape<BN, DQK>{}, make_stride(static_cast<int>(p.k_stride_s), _1{})))),
+          gthr.partition_D(sK), gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
+          blk.skv_b - n0, p.d_qk, k_tile);
+      kernels::cp_async_tile(
+          gthr.partition_S(make_tensor(
+              make_gmem_ptr(v_tile),
+              make_layout(cute::Shape<BN, DV>{}, make_stride(static_cast<int>(p.v_stride_s), _1{})))),
+          gthr.partition_D(sV), gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
+          blk.skv_b - n0, p.d_v, v_tile);
+    }
+    auto load_q_do = [&](int visit, int buf) __attribute__((always_inline)) {
+      auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
+      const int h = h_first + visit / n_m;
+      const int m0 = (qt.begin + visit % n_m) * kBlockM;
+      const Element* q_tile = static_cast<const Element*>(p.q) + b * p.q_stride_b +
+                              h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s;
+      const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
+                               h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s;
+      kernels::cp_async_tile(
+          gthr.partition_S(make_tensor(
+              make_gmem_ptr(q_tile),
+              make_layout(cute::Shape<BM, DQK>{}, make_stride(static_cast<int>(p.q_stride_s), _1{})))),
+          gthr.partition_D(sQ(_, _, buf)),
+          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})), blk.sq_b - m0, p.d_qk,
+          q_tile);
+      kernels::cp_async_tile(
+          gthr.partition_S(make_tensor(
+              make_gmem_ptr(do_tile),
+              make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.do_stride_s), _1{})))),
+          gthr.partition_D(sdO(_, _, buf)),
+          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DV>{})), blk.sq_b - m0, p.d_v,
+          do_tile);
+    };
+    load_q_do(0, 0);
+    cp_async_fence();
+
+    // --- Shared -> registers and the tensor-core partitions of the three GEMM shapes.
+    Element* const shape_only = reinterpret_cast<Element*>(smem);  // fragments take only the shape
+    auto frag_shape = [&](auto rows, auto cols) {
+      return make_tensor(make_smem_ptr(shape_only), make_layout(make_shape(rows, cols)));
+    };
+    typename T::TiledMmaSdP mma_sdp;
+    auto thr_sdp = mma_sdp.get_thread_slice(tid);
+    Tensor tSrQ = thr_sdp.partition_fragment_A(frag_shape(BM{}, DQK{}));
+    Tensor tSrK = thr_sdp.partition_fragment_B(frag_shape(BN{}, DQK{}));
+    Tensor tdPrdO = thr_sdp.partition_fragment_A(frag_shape(BM{}, DV{}));
+    Tensor tdPrV = thr_sdp.partition_fragment_B(frag_shape(BN{}, DV{}));
+    auto sdp_copy_a = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma_sdp);
+    auto sdp_thr_a = sdp_copy_a.get_thread_slice(tid);
+    Tensor tSsQ = sdp_thr_a.partition_S(sQ);  // (CPY, MMA_M, MMA_K, 2)
+    Tensor tSrQ_v = sdp_thr_a.retile_D(tSrQ);
+    Tensor tdPsdO = sdp_thr_a.partition_S(sdO);
+    Tensor tdPrdO_v = sdp_thr_a.retile_D(tdPrdO);
+    auto sdp_copy_b = make_tiled_copy_B(typename T::SmemLoadAtom{}, mma_sdp);
+    auto sdp_thr_b = sdp_copy_b.get_thread_slice(tid);
+    Tensor tSsK = sdp_thr_b.partition_S(sK);
+    Tensor tSrK_v = sdp_thr_b.retile_D(tSrK);
+    Tensor tdPsV = sdp_thr_b.partition_S(sV);
+    Tensor tdPrV_v = sdp_thr_b.retile_D(tdPrV);
+
+    typename T::TiledMmadKV mma_dkv;
+    auto thr_dkv = mma_dkv.get_thread_slice(tid);
+    Tensor tdKVrA = thr_dkv.partition_fragment_A(frag_shape(BN{}, BM{}));  // P^T, then dS^T
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(frag_shape(DV{}, BM{}));
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(frag_shape(DQK{}, BM{}));
+    auto dkv_copy_a = make_tiled_copy_A(typename T::SmemLoadAtomT{}, mma_dkv);
+    auto dkv_thr_a = dkv_copy_a.get_thread_slice(tid);
+    Tensor tdVsPt = dkv_thr_a.partition_S(sPt);
+    Tensor tdKsdSt = dkv_thr_a.partition_S(sdSt);
+    Tensor tdKVrA_v = dkv_thr_a.retile_D(tdKVrA);
+    auto dkv_copy_b = make_tiled_copy_B(typename T::SmemLoadAtomT{}, mma_dkv);
+    auto dkv_thr_b = dkv_copy_b.get_thread_slice(tid);
+    Tensor tdVsdOt = dkv_thr_b.partition_S(sdOt);  // (CPY, MMA_N, MMA_K, 2)
+    Tensor tdVrdOt_v = dkv_thr_b.retile_D(tdVrdOt);
+    Tensor tdKsQt = dkv_thr_b.partition_S(sQt);
+    Tensor tdKrQt_v = dkv_thr_b.retile_D(tdKrQt);
+
+    typename T::TiledMmadQ mma_dq;
+    auto thr_dq = mma_dq.get_thread_slice(tid);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(frag_shape(BM{}, BN{}));
+    Tensor tdQrKt = thr_dq.partition_fragment_B(frag_shape(DQK{}, BN{}));
+    auto dq_copy_a = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma_dq);
+    auto dq_thr_a = dq_copy_a.get_thread_slice(tid);
+    Tensor tdQsdS = dq_thr_a.partition_S(sdS);
+    Tensor tdQrdS_v = dq_thr_a.retile_D(tdQrdS);
+    auto dq_copy_b = make_tiled_copy_B(typename T::SmemLoadAtomT{}, mma_dq);
+    auto dq_thr_b = dq_copy_b.get_thread_slice(tid);
+    Tensor tdQsKt = dq_thr_b.partition_S(sKt);
+    Tensor tdQrKt_v = dq_thr_b.retile_D(tdQrKt);
+
+    auto ps_copy = make_tiled_copy_C(typename T::SmemStoreAtom{}, mma_sdp);
+    auto ps_thr = ps_copy.get_thread_slice(tid);
+    Tensor tPsP = ps_thr.partition_D(sP);
+    Tensor tPsdS = ps_thr.partition_D(sdS);
+
+    // (row, col) within the tile of each S / dP element and of each dQ element.
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
+    Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(cute::Shape<BM, DQK>{}));
+    constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
+    const float scale_log2 = kScoreMod ? 1.f : p.scale_log2;
+
+    CUTE_NO_UNROLL
+    for (int visit = 0; visit < visits; ++visit) {
+      const int buf = visit & 1;
+      const int h = h_first + visit / n_m;
+      const int m0 = (qt.begin + visit % n_m) * kBlockM;
+      const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
+
+      cp_async_wait<0>();  // this visit's Q and dO (and K, V) have landed ...
+      __syncthreads();     // ... everyone's; and every warp is done with the previous visit
+      if (visit + 1 < visits) load_q_do(visit + 1, buf ^ 1);
+      cp_async_fence();
+
+      float lse2[kRows], delta[kRows];
+      {
+        auto c = kernels::acc_row_col(tScS);
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const int row = get<0>(c(r, 0));
+          lse2[r] = p.lse_log2[row_base + row];
+          delta[r] = p.delta[row_base + row];
+        }
+      }
+
+      // S = Q K^T and dP = dO V^T.
+      Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
+      clear(acc_s);
+      kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v,
+                              tSrK_v, sdp_copy_a, sdp_copy_b);
+      Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
+      clear(acc_dp);
+      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV,
+                              tdPrdO_v, tdPrV_v, sdp_copy_a, sdp_copy_b);
+
+      // P = 2^(s2 - lse2).
+      Tensor dtanh = make_tensor<float>(acc_s.layout());
+      if constexpr (kScoreMod) {
+        if (p.has_softcap) {
+          softcap_scores(acc_s, dtanh, p);
+        } else {
+          scale_scores(acc_s, p);
+        }
+        if (p.bias != nullptr) {
+          const Element* bias_bh = static_cast<const Element*>(p.bias) + b * p.bias_stride_b +
+                                   h * p.bias_stride_h;
+          add_bias(acc_s, tScS, p, bias_bh, m0, n0);
+        }
+      }
+      if (qt.needs_mask(m0, kBlockM, n0, kBlockN, blk.skv_b)) {
+        apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, blk.skv_b);
+      }
+      auto s = kernels::acc_row_col(acc_s);
+      auto dp = kernels::acc_row_col(acc_dp);
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          s(r, c) = kernels::fast_exp2(s(r, c) * scale_log2 - lse2[r]);
+          dp(r, c) = s(r, c) * (dp(r, c) - delta[r]);  // dS, natural units
+        }
+      }
+      if (p.dbias != nullptr) {
+        Element* dbias_bh = static_cast<Element*>(p.dbias) + b * p.dbias_stride_b +
+                            h * p.dbias_stride_h;
+        auto c = kernels::acc_row_col(tScS);
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const int row = m0 + get<0>(c(r, 0));
+          if (row >= p.s_q) continue;
+          CUTE_UNROLL
+          for (int j = 0; j < size<1>(s); ++j) {
+            const int col = n0 + get<1>(c(r, j));
+            if (col < p.s_kv) dbias_bh[row * p.dbias_stride_s + col] = static_cast<Element>(dp(r, j));
+          }
+        }
+      }
+      if constexpr (kScoreMod) {
+        if (p.has_softcap) {
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc_dp); ++i) acc_dp(i) *= dtanh(i);
+        }
+      }
+
+      // P and dS to shared memory, for the transposed reads.
+      Tensor rP = kernels::convert_fragment<Element>(acc_s);
+      copy(ps_copy, ps_thr.retile_S(rP), tPsP);
+      Tensor rdS = kernels::convert_fragment<Element>(acc_dp);
+      copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
+      __syncthreads();
+
+      // dV += P^T dO; dK += dS^T Q.
+      kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, buf),
+                              tdKVrA_v, tdVrdOt_v, dkv_copy_a, dkv_copy_b);
+      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
+                              tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
+
+      // dQ accumulator += dS K.
+      Tensor acc_dq = partition_fragment_C(mma_dq, cute::Shape<BM, DQK>{});
+      clear(acc_dq);
+      kernels::gemm_smem_smem(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, tdQrdS_v, tdQrKt_v,
+                              dq_copy_a, dq_copy_b);
+      int32_t* sem = nullptr;
+      if (p.deterministic) {
+        sem = p.dq_sem + (static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m0 / kBlockM;
+        if (tid == 0) {
+          const kernels::KeyTiles kt =
+              kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + kBlockM, blk.sq_b) - 1,
+                                 blk.sq_b, blk.skv_b, kBlockN);
+          const int turn = blk.n_block - kt.begin;
+          long long spins = 0;
+          while (load_acquire(sem) != turn) {
+            if (++spins > (1ll << 26)) __trap();  // a broken order (tens of seconds): fail loudly
+          }
+        }
+        __syncthreads();
+      }
+      float* dq_rows = p.dq_accum + row_base * T::kDqk;
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_dq); ++i) {
+        const int row = get<0>(tdQcdQ(i));
+        const int col = get<1>(tdQcdQ(i));
+        if (col < p.d_qk) atomicAdd(dq_rows + row * T::kDqk + col, acc_dq(i));
+      }
+      if (p.deterministic) {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) atomicAdd(sem, 1);
+      }
+    }
+  }
+};
+
+}  // namespace floe::detail::sm80

@@ -1,0 +1,107 @@
+// sm80 backward: every compile-time type of one kernel instantiation, derived from a tile shape
+// (bwd_tiles.h) and the element type. Three tiled MMAs share the CTA's warps:
+//   SdP (block_m x block_n): S = Q K^T and dP = dO V^T;
+//   dKV (block_n x d):       dV += P^T dO and dK += dS^T Q (the CTA's accumulators);
+//   dQ  (block_m x d_qk):    dQ = dS K, added to the fp32 accumulator in global memory.
+// P and dS go through shared memory because dV and dK read them transposed.
+#pragma once
+
+#include <cutlass/numeric_types.h>
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_tiles.h"
+
+namespace floe::detail::sm80 {
+
+template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_, int kAtomMSdP_,
+          int kAtomNdKV_, int kAtomMdQ_, class Element_>
+struct BwdTraitsT {
+  using Element = Element_;
+  static constexpr int kDqk = kDqk_;
+  static constexpr int kDv = kDv_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = kWarps_ * 32;
+
+  static_assert(kDqk % 64 == 0 && kDv % 64 == 0 && kBlockM % 64 == 0 && kBlockN % 64 == 0,
+                "every tile is whole 128-byte swizzled rows");
+
+  using MmaOp =
+      std::conditional_t<std::is_same_v<Element, cute::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
+                         cute::SM80_16x8x16_F32BF16BF16F32_TN>;
+  template <int kAtomM>
+  using WarpTiledMma = cute::TiledMMA<
+      cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::Int<kAtomM>, cute::Int<kWarps / kAtomM>, cute::_1>>,
+      cute::Tile<cute::Int<16 * kAtomM>, cute::Int<16 * (kWarps / kAtomM)>, cute::_16>>;
+  using TiledMmaSdP = WarpTiledMma<kAtomMSdP_>;
+  using TiledMmadKV = WarpTiledMma<kAtomNdKV_>;
+  using TiledMmadQ = WarpTiledMma<kAtomMdQ_>;
+
+  using SmemAtom = decltype(cute::composition(
+      cute::Swizzle<3, 3, 3>{},
+      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  template <int kRows, int kCols>
+  using SmemLayout = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>>{}));
+  // The same memory seen transposed: (cols, rows), for ldmatrix.trans.
+  template <class L, int kRows, int kCols>
+  using Transposed = decltype(cute::composition(
+      L{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>>{},
+                             cute::Stride<cute::Int<kRows>, cute::_1>{})));
+
+  // Q and dO carry a stage dim (double buffer): (rows, cols, 2), seen transposed as (cols, rows, 2).
+  template <int kRows, int kCols>
+  using SmemLayout2 = decltype(cute::tile_to_shape(
+      SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>, cute::_2>{}));
+  template <class L, int kRows, int kCols>
+  using Transposed2 = decltype(cute::composition(
+      L{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>, cute::_2>{},
+                             cute::Stride<cute::Int<kRows>, cute::_1, cute::Int<kRows * kCols>>{})));
+
+  using SmemLayoutQ = SmemLayout2<kBlockM, kDqk>;
+  using SmemLayoutQt = Transposed2<SmemLayoutQ, kBlockM, kDqk>;
+  using SmemLayoutdO = SmemLayout2<kBlockM, kDv>;
+  using SmemLayoutdOt = Transposed2<SmemLayoutdO, kBlockM, kDv>;
+  using SmemLayoutK = SmemLayout<kBlockN, kDqk>;
+  using SmemLayoutKt = Transposed<SmemLayoutK, kBlockN, kDqk>;
+  using SmemLayoutV = SmemLayout<kBlockN, kDv>;
+  using SmemLayoutP = SmemLayout<kBlockM, kBlockN>;  // also dS
+  using SmemLayoutPt = Transposed<SmemLayoutP, kBlockM, kBlockN>;
+
+  using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
+  using SmemLoadAtomT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
+  using SmemStoreAtom = cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
+
+  // 8 threads per 64-element row, 16 bytes each.
+  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>,
+                                   cute::Stride<cute::_8, cute::_1>>;
+  using GmemLoad = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{},
+      GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using GmemStore = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{}, GmemThreads{},
+      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+
+  // Shared memory, in bytes from the start: Q[2], dO[2], K, V, P, dS.
+  static constexpr int kQBytes = kBlockM * kDqk * 2;
+  static constexpr int kdOBytes = kBlockM * kDv * 2;
+  static constexpr int kOffdO = 2 * kQBytes;
+  static constexpr int kOffK = kOffdO + 2 * kdOBytes;
+  static constexpr int kOffV = kOffK + kBlockN * kDqk * 2;
+  static constexpr int kOffP = kOffV + kBlockN * kDv * 2;
+  static constexpr int kOffdS = kOffP + kBlockM * kBlockN * 2;
+  static constexpr int kSmemBytes = kOffdS + kBlockM * kBlockN * 2;
+  static constexpr BwdTileShape kShape{kDqk, kDv, kBlockM, kBlockN, kWarps,
+                                       kAtomMSdP_, kAtomNdKV_, kAtomMdQ_};
+  static_assert(kSmemBytes == kShape.smem_bytes(), "bwd_tiles.h and the traits disagree");
+};
+
+template <BwdTile kTile, class Element>
+using BwdTraits =
+    BwdTraitsT<bwd_tile_shape(kTile).d_qk, bwd_tile_shape(kTile).d_v, bwd_tile_shape(kTile).block_m,
+               bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).warps,
+               bwd_tile_shape(kTile).atom_m_sdp, bwd_tile_shape(kTile).atom_n_dkv,
+               bwd_tile_shape(kTile).atom_m_dq, Element>;
+
+}  // namespace floe::detail::sm80

@@ -1,0 +1,97 @@
+// sm80: what happens to a tile of scores after S = Q K^T, in the forward (before the softmax)
+// and in the backward (before P = 2^(s2 - lse2)). Params is FwdParams or BwdParams.
+//
+// score-mod (kernel flag): raw q.k -> log2 units, s2 = q.k * scale * log2(e), or with a softcap
+// s2 = cap * log2(e) * tanh(q.k * scale / cap); then + bias * log2(e) (bias read from global
+// through its strides, broadcast dims at stride 0).
+// mask (per tile, only on tiles the band or the key length cuts): invisible scores become -inf.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "kernels/band_tiles.cuh"
+#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80_math.cuh"
+
+namespace floe::detail::sm80 {
+
+// tanh(x) = 1 - 2 / (e^(2x) + 1): exact at both ends (e^(2x) = 0 or inf), absolute error about
+// 1e-7 in between. x2 = 2 x log2(e).
+__device__ __forceinline__ float tanh_of_2x_log2e(float x2) {
+  return 1.f - 2.f * kernels::fast_rcp(kernels::fast_exp2(x2) + 1.f);
+}
+
+// Raw q.k -> log2 units: s2 = q.k * scale_log2, or with a softcap s2 = cap_log2 * tanh(q.k *
+// scale / cap).
+template <class Acc, class Params>
+__device__ __forceinline__ void scale_scores(Acc& acc, const Params& p) {
+  using namespace cute;
+  if (p.has_softcap) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) acc(i) = p.cap_log2 * tanh_of_2x_log2e(acc(i) * p.tanh_k);
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) acc(i) *= p.scale_log2;
+  }
+}
+
+// The softcap case of scale_scores for the backward, which also needs d tanh = 1 - tanh^2 of
+// every score (the factor between dS and the gradient of q.k / scale).
+template <class Acc, class DTanh, class Params>
+__device__ __forceinline__ void softcap_scores(Acc& acc, DTanh& dtanh, const Params& p) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) {
+    const float t = tanh_of_2x_log2e(acc(i) * p.tanh_k);
+    dtanh(i) = 1.f - t * t;
+    acc(i) = p.cap_log2 * t;
+  }
+}
+
+// s2 += bias * log2(e), the bias read from global through its strides (broadcast dims at
+// stride 0); acc is the tile whose first query is m0 and first key n0, coord the (row, col)
+// within the tile of each element.
+template <class Acc, class Coord, class Element, class Params>
+__device__ __forceinline__ void add_bias(Acc& acc, Coord const& coord, const Params& p,
+                                         const Element* bias_bh, int m0, int n0) {
+  using namespace cute;
+  // Row by row (a short loop nest unrolls fully; one flat loop over a big tile may not, which
+  // would put the scores in local memory).
+  auto s = kernels::acc_row_col(acc);
+  auto c = kernels::acc_row_col(coord);
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    const int row = m0 + get<0>(c(r, 0));
+    if (row >= p.s_q) continue;
+    const Element* bias_row = bias_bh + row * p.bias_stride_s;
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(s); ++j) {
+      const int col = n0 + get<1>(c(r, j));
+      if (col < p.s_kv) s(r, j) += static_cast<float>(bias_row[col]) * kernels::kLog2e;
+    }
+  }
+}
+
+// The forward's score-mod step: log2 units, then the bias.
+template <class Acc, class Coord, class Element, class Params>
+__device__ __forceinline__ void apply_score_mod(Acc& acc, Coord const& coord, const Params& p,
+                                                const Element* bias_bh, int m0, int n0) {
+  scale_scores(acc, p);
+  if (bias_bh != nullptr) add_bias(acc, coord, p, bias_bh, m0, n0);
+}
+
+// Scores of keys a row may not see (outside the band, or past the batch's key length) become
+// -inf. The band test is on the distance from the diagonal, so no per-row state is kept.
+template <class Acc, class Coord>
+__device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0, int n0,
+                                           int diag_lo, int diag_hi, int skv_b) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) {
+    const int key = n0 + get<1>(coord(i));
+    const int dist = key - (m0 + get<0>(coord(i)));
+    if (key >= skv_b || dist < diag_lo || dist > diag_hi) acc(i) = -INFINITY;
+  }
+}
+
+}  // namespace floe::detail::sm80
