@@ -12,6 +12,9 @@
 
 namespace floe::detail::sm80 {
 
+// A template (on the tile's traits, unused) so that every bwd_<tile>.cu gets its own copy
+// instead of two definitions of one kernel.
+template <class T>
 __global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ BwdParams p) {
   constexpr int kThreads = 256;
   __shared__ double partial[kThreads];

@@ -24,7 +24,7 @@ cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStrea
   bwd_preprocess_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
   bwd_kernel<T, kScoreMod><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
   bwd_dq_epilogue_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
-  if (params.dsink != nullptr) bwd_dsink_kernel<<<grids.heads, 256, 0, stream>>>(params);
+  if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);
   return cudaGetLastError();
 }
 
