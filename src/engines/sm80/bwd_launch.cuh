@@ -23,7 +23,7 @@ template <class T, bool kScoreMod>
 cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
   bwd_preprocess_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
   bwd_kernel<T, kScoreMod><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-  bwd_dq_epilogue_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
+  bwd_dq_epilogue_kernel<T><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
   if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);
   return cudaGetLastError();
 }

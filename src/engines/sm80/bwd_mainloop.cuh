@@ -161,7 +161,7 @@ struct BwdMainloop {
     Tensor tPsP = ps_thr.partition_D(sP);
     Tensor tPsdS = ps_thr.partition_D(sdS);
 
-    // (row, col) within the tile of each S / dP element and of each dQ element.
+    // (row, col) within the tile of each S / dP element, and of each dQ element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
     Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(cute::Shape<BM, DQK>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
@@ -282,12 +282,12 @@ struct BwdMainloop {
         }
         __syncthreads();
       }
-      float* dq_rows = p.dq_accum + row_base * T::kDqk;
+      // The accumulator tile is stored fragment-major (element i of thread t at i * threads +
+      // t, the same for every key tile): the 32 lanes of a warp add to 128 contiguous bytes.
+      float* dq_tile = p.dq_accum + row_base * T::kDqk;
       CUTE_UNROLL
       for (int i = 0; i < size(acc_dq); ++i) {
-        const int row = get<0>(tdQcdQ(i));
-        const int col = get<1>(tdQcdQ(i));
-        if (col < p.d_qk) atomicAdd(dq_rows + row * T::kDqk + col, acc_dq(i));
+        if (get<1>(tdQcdQ(i)) < p.d_qk) atomicAdd(dq_tile + i * T::kThreads + tid, acc_dq(i));
       }
       if (p.deterministic) {
         __threadfence();

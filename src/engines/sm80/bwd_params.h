@@ -29,7 +29,9 @@ struct BwdParams {
   float* dsink = nullptr;  // null: no sink gradient
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
-  float* dq_accum = nullptr;   // "dq_accum": f32 [b, h_q, s_q_pad, dq_ld], zeroed by preprocess
+  // "dq_accum": f32, one block_m x dq_ld tile per (b, h_q, query tile), each stored
+  // fragment-major (bwd_mainloop.cuh); zeroed by preprocess.
+  float* dq_accum = nullptr;
   float* lse_log2 = nullptr;   // "lse_log2": f32 [b, h_q, s_q_pad], LSE * log2(e); +inf: P = 0
   float* delta = nullptr;      // "delta": f32 [b, h_q, s_q_pad], sum_d dO * O
   int32_t* dq_sem = nullptr;   // "dq_semaphore" (deterministic): i32 [b, h_q, num_m_blocks]
