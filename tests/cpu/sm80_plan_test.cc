@@ -148,6 +148,10 @@ std::vector<Named> typical_backward_problems() {
           .set_bias_grad(false));
   add("bias and dbias [B, Hq]", Problem::backward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16)
                                     .set_bias(2, 8));
+  add("bias and dbias [1, Hq] (summed over the batch)",
+      Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
+  add("bias and dbias [1, 1] (summed over batch and heads)",
+      Problem::backward(Shape{2, 8, 2, 100, 300, 128, 128}, DType::bf16).set_bias(1, 1).set_causal());
   add("sink and dsink",
       Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink());
   add("softcap", Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
@@ -280,13 +284,6 @@ std::vector<Declined> declined_problems() {
                  Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16), h100,
                  "backward: head dims d_qk = 256, d_v = 256: sm80's backward serves up to 128 so "
                  "far",
-                 "generic"});
-  out.push_back({"backward dbias broadcast over the batch",
-                 Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16)
-                     .set_bias(1, 2),
-                 h100,
-                 "tensor 'dbias' dims[0] = 1: sm80's backward writes dBias per (batch, head); a "
-                 "sum over a broadcast dim is not served yet",
                  "generic"});
   {
     Problem p = Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16);

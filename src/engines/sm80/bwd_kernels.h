@@ -1,7 +1,8 @@
 // sm80 backward: the compiled instantiations, as the planner sees them (no device code here).
 // One entry per (head-dim tile, dtype, score-mod flag); each tile's instantiations live in their
 // own .cu file (bwd_<tile>.cu) so the build parallelises. An entry launches the whole backward:
-// preprocess, main kernel, dQ epilogue, and the dSink kernel when the problem has one.
+// preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
+// and the dSink kernel when the problem has one.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,6 +17,7 @@ struct BwdGrids {
   unsigned query_tiles = 0;  // preprocess and dQ epilogue: num_m_blocks * h_q * b
   unsigned key_tiles = 0;    // main kernel: num_n_blocks * h_kv * b
   unsigned heads = 0;        // dSink: h_q
+  unsigned bias_tiles = 0;   // broadcast dBias: num_m_blocks * num_n_blocks * bias_h * bias_b
 };
 
 struct BwdKernel {

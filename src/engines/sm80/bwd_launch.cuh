@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "engines/sm80/bwd_dbias.cuh"
 #include "engines/sm80/bwd_dq_epilogue.cuh"
 #include "engines/sm80/bwd_dsink.cuh"
 #include "engines/sm80/bwd_kernel.cuh"
@@ -13,15 +14,29 @@
 
 namespace floe::detail::sm80 {
 
+// The broadcast-dBias kernel uses the main kernel's Q, dO, K and V buffers (one stage).
+template <class T>
+constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN * T::kDv * 2;
+
 template <class T, bool kScoreMod>
 cudaError_t bwd_prepare() {
-  return cudaFuncSetAttribute(bwd_kernel<T, kScoreMod>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              T::kSmemBytes);
+  cudaError_t err = cudaFuncSetAttribute(
+      bwd_kernel<T, kScoreMod>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (err == cudaSuccess && kScoreMod) {
+    err = cudaFuncSetAttribute(bwd_dbias_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kDbiasSmemBytes<T>);
+  }
+  return err;
 }
 
 template <class T, bool kScoreMod>
 cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
   bwd_preprocess_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
+  if constexpr (kScoreMod) {  // a bias gradient implies a bias: the score-mod kernels
+    if (params.dbias_sum != nullptr) {
+      bwd_dbias_kernel<T><<<grids.bias_tiles, T::kThreads, kDbiasSmemBytes<T>, stream>>>(params);
+    }
+  }
   bwd_kernel<T, kScoreMod><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
   bwd_dq_epilogue_kernel<T><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
   if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);

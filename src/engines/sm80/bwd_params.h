@@ -25,7 +25,8 @@ struct BwdParams {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
-  void* dbias = nullptr;   // null: no bias gradient (never broadcast: the planner declines that)
+  void* dbias = nullptr;      // dBias per (batch, head), written by the main kernel; else null
+  void* dbias_sum = nullptr;  // dBias of a broadcast bias, summed by bwd_dbias.cuh; else null
   float* dsink = nullptr;  // null: no sink gradient
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
@@ -50,6 +51,7 @@ struct BwdParams {
   int64_t dbias_stride_b = 0, dbias_stride_h = 0, dbias_stride_s = 0;
 
   int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
+  int32_t bias_b = 1, bias_h = 1;               // the bias's leading dims (1: broadcast)
   int32_t s_q = 0, s_kv = 0, d_qk = 0, d_v = 0;
 
   // Scores in log2 units, as in the forward (fwd_params.h): s2 = q.k * scale_log2, or with a

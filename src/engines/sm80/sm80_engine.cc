@@ -270,14 +270,10 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   }
   if (std::string why = check_bias(f, TensorId::bias); !why.empty()) return why;
   if (std::string why = check_bias(f, TensorId::dbias); !why.empty()) return why;
-  if (f.has(TensorId::dbias) && (f.bias_broadcast_b() || f.bias_broadcast_h())) {
-    return std::string(f.bias_broadcast_b() ? "tensor 'dbias' dims[0] = 1" : "tensor 'dbias' dims[1] = 1") +
-           ": sm80's backward writes dBias per (batch, head); a sum over a broadcast dim is not "
-           "served yet";
-  }
   const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
   const int64_t n_blocks = (f.s_kv + shape.block_n - 1) / shape.block_n;
-  if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max) {
+  if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max ||
+      m_blocks * n_blocks * f.h_q * f.b > kInt32Max) {
     return "grid: the query or key tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = sm80::find_bwd_kernel(c.tile, f.dtype, c.score_mod);
@@ -325,6 +321,10 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   }
   if (f.has(TensorId::dbias)) {
     strides(TensorId::dbias, &p.dbias_stride_b, &p.dbias_stride_h, &p.dbias_stride_s);
+  }
+  if (f.has(TensorId::bias)) {
+    p.bias_b = static_cast<int32_t>(f.t(TensorId::bias).dims[0]);
+    p.bias_h = static_cast<int32_t>(f.t(TensorId::bias).dims[1]);
   }
   p.b = static_cast<int32_t>(f.b);
   p.h_q = static_cast<int32_t>(f.h_q);
@@ -383,7 +383,11 @@ class Sm80BackwardPlan final : public LaunchPlan {
     p.dk = args.get(TensorId::dk);
     p.dv = args.get(TensorId::dv);
     if (facts.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
-    if (facts.has(TensorId::dbias)) p.dbias = args.get(TensorId::dbias);
+    if (facts.has(TensorId::dbias)) {
+      // A broadcast bias's gradient is a sum over CTAs: its own kernel (bwd_dbias.cuh).
+      const bool broadcast = (p.bias_b == 1 && p.b > 1) || (p.bias_h == 1 && p.h_q > 1);
+      (broadcast ? p.dbias_sum : p.dbias) = args.get(TensorId::dbias);
+    }
     if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
     if (facts.has(TensorId::dsink)) p.dsink = static_cast<float*>(args.get(TensorId::dsink));
     if (facts.has(TensorId::seq_len_q))
@@ -465,6 +469,8 @@ class Sm80Engine final : public Engine {
     grids.key_tiles =
         static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
     grids.heads = static_cast<unsigned>(facts.h_q);
+    grids.bias_tiles = static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) *
+                                             params.num_n_blocks * params.bias_b * params.bias_h);
     if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
     return std::unique_ptr<const LaunchPlan>(
         std::make_unique<Sm80BackwardPlan>(params, c.kernel, grids));

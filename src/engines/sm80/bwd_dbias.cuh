@@ -1,0 +1,175 @@
+// sm80 backward, the bias gradient of a broadcast bias: dBias[bb, bh] = sum of dS over the
+// (batch, head) pairs the bias broadcasts to. One CTA per (query tile, key tile, bias batch,
+// bias head) recomputes S and dP for each of those pairs, in a fixed order, and sums dS in
+// registers: no atomics, no workspace, the same bits on every run. The price is two of the
+// backward's five GEMMs again; a bias with a gradient per (batch, head) needs none of this (the
+// main kernel writes it).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_params.h"
+#include "engines/sm80/scores.cuh"
+#include "kernels/band_tiles.cuh"
+#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80_math.cuh"
+
+namespace floe::detail::sm80 {
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    bwd_dbias_kernel(const __grid_constant__ BwdParams p) {
+  using namespace cute;
+  using Element = typename T::Element;
+  using BM = Int<T::kBlockM>;
+  using BN = Int<T::kBlockN>;
+  using DQK = Int<T::kDqk>;
+  using DV = Int<T::kDv>;
+  extern __shared__ __align__(128) char smem[];
+  const int tid = static_cast<int>(threadIdx.x);
+
+  unsigned rest = blockIdx.x;
+  const int m_block = static_cast<int>(rest % static_cast<unsigned>(p.num_m_blocks));
+  rest /= static_cast<unsigned>(p.num_m_blocks);
+  const int n_block = static_cast<int>(rest % static_cast<unsigned>(p.num_n_blocks));
+  rest /= static_cast<unsigned>(p.num_n_blocks);
+  const int bias_h = static_cast<int>(rest % static_cast<unsigned>(p.bias_h));
+  const int bias_b = static_cast<int>(rest / static_cast<unsigned>(p.bias_h));
+  const int m0 = m_block * T::kBlockM;
+  const int n0 = n_block * T::kBlockN;
+
+  // Q, dO (one buffer each, at the main kernel's offsets), K, V.
+  auto at = [&](int offset) { return make_smem_ptr(reinterpret_cast<Element*>(smem + offset)); };
+  Tensor sQ = make_tensor(at(0), typename T::SmemLayoutQ{});
+  Tensor sdO = make_tensor(at(T::kOffdO), typename T::SmemLayoutdO{});
+  Tensor sK = make_tensor(at(T::kOffK), typename T::SmemLayoutK{});
+  Tensor sV = make_tensor(at(T::kOffV), typename T::SmemLayoutV{});
+
+  typename T::TiledMmaSdP mma;
+  auto thr = mma.get_thread_slice(tid);
+  Element* const shape_only = reinterpret_cast<Element*>(smem);
+  auto frag_shape = [&](auto rows, auto cols) {
+    return make_tensor(make_smem_ptr(shape_only), make_layout(make_shape(rows, cols)));
+  };
+  Tensor tSrQ = thr.partition_fragment_A(frag_shape(BM{}, DQK{}));
+  Tensor tSrK = thr.partition_fragment_B(frag_shape(BN{}, DQK{}));
+  Tensor tdPrdO = thr.partition_fragment_A(frag_shape(BM{}, DV{}));
+  Tensor tdPrV = thr.partition_fragment_B(frag_shape(BN{}, DV{}));
+  auto copy_a = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma);
+  auto thr_a = copy_a.get_thread_slice(tid);
+  Tensor tSsQ = thr_a.partition_S(sQ);
+  Tensor tSrQ_v = thr_a.retile_D(tSrQ);
+  Tensor tdPsdO = thr_a.partition_S(sdO);
+  Tensor tdPrdO_v = thr_a.retile_D(tdPrdO);
+  auto copy_b = make_tiled_copy_B(typename T::SmemLoadAtom{}, mma);
+  auto thr_b = copy_b.get_thread_slice(tid);
+  Tensor tSsK = thr_b.partition_S(sK);
+  Tensor tSrK_v = thr_b.retile_D(tSrK);
+  Tensor tdPsV = thr_b.partition_S(sV);
+  Tensor tdPrV_v = thr_b.retile_D(tdPrV);
+  Tensor tScS = thr.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
+  constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
+
+  Tensor acc_db = partition_fragment_C(mma, cute::Shape<BM, BN>{});
+  clear(acc_db);
+  typename T::GmemLoad gmem_load;
+  auto gthr = gmem_load.get_thread_slice(tid);
+  auto load = [&](const void* base, int64_t row_stride, int row_limit, int col_limit,
+                  auto rows, auto cols, auto&& dst) {
+    const Element* tile = static_cast<const Element*>(base);
+    kernels::cp_async_tile(
+        gthr.partition_S(make_tensor(make_gmem_ptr(tile),
+                                     make_layout(make_shape(rows, cols),
+                                                 make_stride(static_cast<int>(row_stride), _1{})))),
+        gthr.partition_D(dst), gthr.partition_S(make_identity_tensor(make_shape(rows, cols))),
+        row_limit, col_limit, tile);
+  };
+
+  const int b_end = p.bias_b == 1 ? p.b : bias_b + 1;
+  const int h_end = p.bias_h == 1 ? p.h_q : bias_h + 1;
+  for (int b = p.bias_b == 1 ? 0 : bias_b; b < b_end; ++b) {
+    int sq_b = p.s_q, skv_b = p.s_kv;
+    if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
+    if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+    if (n0 >= skv_b) continue;
+    const kernels::QueryTiles qt = kernels::query_tiles(
+        p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b, T::kBlockM);
+    if (m_block < qt.begin || m_block >= qt.end) continue;  // this tile sees none of its keys
+    for (int h = p.bias_h == 1 ? 0 : bias_h; h < h_end; ++h) {
+      const int h_kv = h / p.group;
+      __syncthreads();  // every warp is done with the previous pair's tiles
+      load(static_cast<const Element*>(p.q) + b * p.q_stride_b + h * p.q_stride_h +
+               static_cast<int64_t>(m0) * p.q_stride_s,
+           p.q_stride_s, sq_b - m0, p.d_qk, BM{}, DQK{}, sQ(_, _, 0));
+      load(static_cast<const Element*>(p.d_o) + b * p.do_stride_b + h * p.do_stride_h +
+               static_cast<int64_t>(m0) * p.do_stride_s,
+           p.do_stride_s, sq_b - m0, p.d_v, BM{}, DV{}, sdO(_, _, 0));
+      load(static_cast<const Element*>(p.k) + b * p.k_stride_b + h_kv * p.k_stride_h +
+               static_cast<int64_t>(n0) * p.k_stride_s,
+           p.k_stride_s, skv_b - n0, p.d_qk, BN{}, DQK{}, sK);
+      load(static_cast<const Element*>(p.v) + b * p.v_stride_b + h_kv * p.v_stride_h +
+               static_cast<int64_t>(n0) * p.v_stride_s,
+           p.v_stride_s, skv_b - n0, p.d_v, BN{}, DV{}, sV);
+      cp_async_fence();
+
+      const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
+      float lse2[kRows], delta[kRows];
+      {
+        auto c = kernels::acc_row_col(tScS);
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const int row = get<0>(c(r, 0));
+          lse2[r] = p.lse_log2[row_base + row];
+          delta[r] = p.delta[row_base + row];
+        }
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      Tensor acc_s = partition_fragment_C(mma, cute::Shape<BM, BN>{});
+      clear(acc_s);
+      kernels::gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ(_, _, _, 0), tSsK, tSrQ_v, tSrK_v,
+                              copy_a, copy_b);
+      Tensor acc_dp = partition_fragment_C(mma, cute::Shape<BM, BN>{});
+      clear(acc_dp);
+      kernels::gemm_smem_smem(mma, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, 0), tdPsV, tdPrdO_v,
+                              tdPrV_v, copy_a, copy_b);
+
+      scale_scores(acc_s, p);
+      add_bias(acc_s, tScS, p,
+               static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h,
+               m0, n0);
+      if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
+        apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
+      }
+      auto s = kernels::acc_row_col(acc_s);
+      auto dp = kernels::acc_row_col(acc_dp);
+      auto db = kernels::acc_row_col(acc_db);
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
+          db(r, c) += kernels::fast_exp2(s(r, c) - lse2[r]) * (dp(r, c) - delta[r]);
+        }
+      }
+    }
+  }
+
+  Element* out = static_cast<Element*>(p.dbias_sum) + bias_b * p.dbias_stride_b +
+                 bias_h * p.dbias_stride_h;
+  auto db = kernels::acc_row_col(acc_db);
+  auto c = kernels::acc_row_col(tScS);
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = m0 + get<0>(c(r, 0));
+    if (row >= p.s_q) continue;
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(db); ++j) {
+      const int col = n0 + get<1>(c(r, j));
+      if (col < p.s_kv) out[row * p.dbias_stride_s + col] = static_cast<Element>(db(r, j));
+    }
+  }
+}
+
+}  // namespace floe::detail::sm80
