@@ -12,6 +12,9 @@
 #                      GPU tests skip, for an engine that serves one direction only
 #   --seed N           the battery's base seed (FLOE_SEED), default the harness's
 #   --kernels SET      full (default) or ci
+#   --archs LIST       CUDA architectures to build, e.g. 90a (default: the project's, 80;90a);
+#                      one architecture halves the build for a quick check on one GPU
+#   --tests REGEX      only the GPU tests whose names match (ctest -R), e.g. 'Backward'.
 #   --build-dir DIR    default ROOT/build-gpu-check
 #   --steps LIST       comma-separated subset of configure,build,cpu,gpu,sanitize,bench
 #                      (default all but bench); without configure the build folder is reused
@@ -22,7 +25,7 @@
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -34,6 +37,8 @@ engine=auto
 directions=both
 seed=""
 kernels=full
+archs=""
+tests=""
 build="$root/build-gpu-check"
 steps="configure,build,cpu,gpu,sanitize"
 bench_args=""
@@ -45,6 +50,8 @@ while [ $# -gt 0 ]; do
     --directions) directions=${2:?--directions needs both, fwd or bwd}; shift ;;
     --seed) seed=${2:?--seed needs a value}; shift ;;
     --kernels) kernels=${2:?--kernels needs full or ci}; shift ;;
+    --archs) archs=${2:?--archs needs a list}; shift ;;
+    --tests) tests=${2:?--tests needs a regex}; shift ;;
     --build-dir) build=${2:?--build-dir needs a folder}; shift ;;
     --steps) steps=${2:?--steps needs a list}; shift ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift ;;
@@ -131,7 +138,8 @@ build_seconds=null
 if wants configure; then
   rm -rf "$build"
   run_step configure "$results/configure.log" \
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLOE_KERNELS="$kernels"
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLOE_KERNELS="$kernels" \
+      ${archs:+-DFLOE_CUDA_ARCHS="$archs"}
   record configure "$([ $last_rc = 0 ] && echo ok || echo failed)" "$last_rc" "$last_seconds" ""
 fi
 if wants build; then
@@ -166,7 +174,7 @@ if wants gpu; then
   # One test at a time: they share the GPU, and the battery uses every core for the reference.
   run_step gpu-tests "$results/gpu-tests.log" \
     env FLOE_BATTERY="$level" FLOE_REPORT_FILE="$results/battery.txt" \
-      ctest --test-dir "$build" -L gpu --output-on-failure --timeout 1800 \
+      ctest --test-dir "$build" -L gpu ${tests:+-R "$tests"} --output-on-failure --timeout 1800 \
         --output-junit "$results/gpu-tests.xml"
   gpu_counts=$(ctest_counts "$results/gpu-tests.log")
   read -r t p f s <<<"$gpu_counts"
