@@ -47,9 +47,8 @@ bool visible(const Band& b, int64_t i, int64_t j, int64_t sq, int64_t skv) {
 std::string describe(const Band& b, int sq, int skv, int bm, int bn) {
   auto bound = [](const std::optional<int64_t>& x) { return x ? std::to_string(*x) : "-"; };
   return "left " + bound(b.left) + " right " + bound(b.right) +
-         (b.bottom_right ? " bottom-right" : " top-left") + " sq " + std::to_string(sq) +
-         " skv " + std::to_string(skv) + " block_m " + std::to_string(bm) + " block_n " +
-         std::to_string(bn);
+         (b.bottom_right ? " bottom-right" : " top-left") + " sq " + std::to_string(sq) + " skv " +
+         std::to_string(skv) + " block_m " + std::to_string(bm) + " block_n " + std::to_string(bn);
 }
 
 void check(const Band& band, int sq, int skv, int bm, int bn) {

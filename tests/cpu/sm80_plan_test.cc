@@ -146,15 +146,18 @@ std::vector<Named> typical_backward_problems() {
       Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16)
           .set_bias(1, 8)
           .set_bias_grad(false));
-  add("bias and dbias [B, Hq]", Problem::backward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16)
-                                    .set_bias(2, 8));
+  add("bias and dbias [B, Hq]",
+      Problem::backward(Shape{2, 8, 8, 128, 128, 64, 64}, DType::f16).set_bias(2, 8));
   add("bias and dbias [1, Hq] (summed over the batch)",
       Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_bias(1, 8));
   add("bias and dbias [1, 1] (summed over batch and heads)",
-      Problem::backward(Shape{2, 8, 2, 100, 300, 128, 128}, DType::bf16).set_bias(1, 1).set_causal());
+      Problem::backward(Shape{2, 8, 2, 100, 300, 128, 128}, DType::bf16)
+          .set_bias(1, 1)
+          .set_causal());
   add("sink and dsink",
       Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_sink());
-  add("softcap", Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
+  add("softcap",
+      Problem::backward(Shape{2, 8, 8, 128, 128, 128, 128}, DType::bf16).set_softcap(30.0));
   {
     const int64_t b = 2, h = 8, s = 512, d = 128;
     Problem p = Problem::backward(Shape{b, h, h, s, s, d, d}, DType::bf16);
@@ -280,8 +283,8 @@ std::vector<Declined> declined_problems() {
     out.push_back({"bias innermost stride", p, h100,
                    "tensor 'bias' strides[3] = 2: sm80 needs a unit innermost stride", "generic"});
   }
-  out.push_back({"backward d256",
-                 Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16), h100,
+  out.push_back({"backward d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
+                 h100,
                  "backward: head dims d_qk = 256, d_v = 256: sm80's backward serves up to 128 so "
                  "far",
                  "generic"});

@@ -75,13 +75,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   clear(acc_db);
   typename T::GmemLoad gmem_load;
   auto gthr = gmem_load.get_thread_slice(tid);
-  auto load = [&](const void* base, int64_t row_stride, int row_limit, int col_limit,
-                  auto rows, auto cols, auto&& dst) {
+  auto load = [&](const void* base, int64_t row_stride, int row_limit, int col_limit, auto rows,
+                  auto cols, auto&& dst) {
     const Element* tile = static_cast<const Element*>(base);
     kernels::cp_async_tile(
-        gthr.partition_S(make_tensor(make_gmem_ptr(tile),
-                                     make_layout(make_shape(rows, cols),
-                                                 make_stride(static_cast<int>(row_stride), _1{})))),
+        gthr.partition_S(make_tensor(
+            make_gmem_ptr(tile),
+            make_layout(make_shape(rows, cols), make_stride(static_cast<int>(row_stride), _1{})))),
         gthr.partition_D(dst), gthr.partition_S(make_identity_tensor(make_shape(rows, cols))),
         row_limit, col_limit, tile);
   };
@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
       scale_scores(acc_s, p);
       add_bias(acc_s, tScS, p,
-               static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h,
-               m0, n0);
+               static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h, m0,
+               n0);
       if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
         apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
       }
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
   }
 
-  Element* out = static_cast<Element*>(p.dbias_sum) + bias_b * p.dbias_stride_b +
-                 bias_h * p.dbias_stride_h;
+  Element* out =
+      static_cast<Element*>(p.dbias_sum) + bias_b * p.dbias_stride_b + bias_h * p.dbias_stride_h;
   auto db = kernels::acc_row_col(acc_db);
   auto c = kernels::acc_row_col(tScS);
   CUTE_UNROLL

@@ -13,7 +13,8 @@
 namespace floe::detail::sm80 {
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads) bwd_dq_epilogue_kernel(const __grid_constant__ BwdParams p) {
+__global__ void __launch_bounds__(T::kThreads)
+    bwd_dq_epilogue_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;
   using Element = typename T::Element;
   const int tid = static_cast<int>(threadIdx.x);
@@ -36,7 +37,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_epilogue_kernel(const __gr
     const int row = get<0>(coord(i));
     const int col = get<1>(coord(i));
     if (row < rows && col < p.d_qk) {
-      dq_tile[row * p.dq_stride_s + col] = static_cast<Element>(acc[i * T::kThreads + tid] * p.scale);
+      dq_tile[row * p.dq_stride_s + col] =
+          static_cast<Element>(acc[i * T::kThreads + tid] * p.scale);
     }
   }
 }

@@ -56,10 +56,10 @@ __device__ __forceinline__ void bwd_epilogue(const BwdParams& p, char* smem, int
                 static_cast<int64_t>(blk.n0) * p.dk_stride_s;
   Element* dv = static_cast<Element*>(p.dv) + blk.b * p.dv_stride_b + blk.h_kv * p.dv_stride_h +
                 static_cast<int64_t>(blk.n0) * p.dv_stride_s;
-  bwd_store_rows<T, T::kBlockN, T::kDqk, typename T::SmemLayoutK>(acc_dk, p.scale, smem + T::kOffK, tid, dk,
-                                                    p.dk_stride_s, rows, p.d_qk);
-  bwd_store_rows<T, T::kBlockN, T::kDv, typename T::SmemLayoutV>(acc_dv, 1.f, smem + T::kOffV, tid, dv,
-                                                    p.dv_stride_s, rows, p.d_v);
+  bwd_store_rows<T, T::kBlockN, T::kDqk, typename T::SmemLayoutK>(
+      acc_dk, p.scale, smem + T::kOffK, tid, dk, p.dk_stride_s, rows, p.d_qk);
+  bwd_store_rows<T, T::kBlockN, T::kDv, typename T::SmemLayoutV>(acc_dv, 1.f, smem + T::kOffV, tid,
+                                                                 dv, p.dv_stride_s, rows, p.d_v);
 }
 
 // dBias = 0 where no visit wrote it: the CTA's keys (up to s_kv) against the rows of the query
@@ -75,8 +75,8 @@ __device__ __forceinline__ void bwd_zero_unvisited_dbias(const BwdParams& p, int
   const int rows = lo_end + (p.s_q - hi_begin);
   for (int g = 0; g < p.group; ++g) {
     const int h = blk.h_kv * p.group + g;
-    Element* base = static_cast<Element*>(p.dbias) + blk.b * p.dbias_stride_b +
-                    h * p.dbias_stride_h + blk.n0;
+    Element* base =
+        static_cast<Element*>(p.dbias) + blk.b * p.dbias_stride_b + h * p.dbias_stride_h + blk.n0;
     for (int64_t x = tid; x < static_cast<int64_t>(rows) * cols; x += T::kThreads) {
       int row = static_cast<int>(x / cols);
       const int col = static_cast<int>(x % cols);

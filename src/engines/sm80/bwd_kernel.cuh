@@ -16,8 +16,8 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_epilogue.cuh"
-#include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_mainloop.cuh"
+#include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_traits.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80_copy.cuh"
@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
-    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b,
-                              skv_b, T::kBlockM);
+    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b,
+                              T::kBlockM);
   }
 
   typename T::TiledMmadKV mma_dkv;

@@ -16,7 +16,7 @@ namespace floe::detail::sm80 {
 
 // The broadcast-dBias kernel uses the main kernel's Q, dO, K and V buffers (one stage).
 template <class T>
-constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN * T::kDv * 2;
+constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN* T::kDv * 2;
 
 template <class T, bool kScoreMod>
 cudaError_t bwd_prepare() {

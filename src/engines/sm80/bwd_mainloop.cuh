@@ -63,18 +63,20 @@ struct BwdMainloop {
                               blk.h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s;
       const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_stride_b +
                               blk.h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s;
-      kernels::cp_async_tile(
-          gthr.partition_S(make_tensor(
-              make_gmem_ptr(k_tile),
-              make_layout(cute::Shape<BN, DQK>{}, make_stride(static_cast<int>(p.k_stride_s), _1{})))),
-          gthr.partition_D(sK), gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
-          blk.skv_b - n0, p.d_qk, k_tile);
-      kernels::cp_async_tile(
-          gthr.partition_S(make_tensor(
-              make_gmem_ptr(v_tile),
-              make_layout(cute::Shape<BN, DV>{}, make_stride(static_cast<int>(p.v_stride_s), _1{})))),
-          gthr.partition_D(sV), gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
-          blk.skv_b - n0, p.d_v, v_tile);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(
+                                 make_gmem_ptr(k_tile),
+                                 make_layout(cute::Shape<BN, DQK>{},
+                                             make_stride(static_cast<int>(p.k_stride_s), _1{})))),
+                             gthr.partition_D(sK),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
+                             blk.skv_b - n0, p.d_qk, k_tile);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(
+                                 make_gmem_ptr(v_tile),
+                                 make_layout(cute::Shape<BN, DV>{},
+                                             make_stride(static_cast<int>(p.v_stride_s), _1{})))),
+                             gthr.partition_D(sV),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
+                             blk.skv_b - n0, p.d_v, v_tile);
     }
     auto load_q_do = [&](int visit, int buf) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
@@ -84,20 +86,20 @@ struct BwdMainloop {
                               h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s;
       const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
                                h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s;
-      kernels::cp_async_tile(
-          gthr.partition_S(make_tensor(
-              make_gmem_ptr(q_tile),
-              make_layout(cute::Shape<BM, DQK>{}, make_stride(static_cast<int>(p.q_stride_s), _1{})))),
-          gthr.partition_D(sQ(_, _, buf)),
-          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})), blk.sq_b - m0, p.d_qk,
-          q_tile);
-      kernels::cp_async_tile(
-          gthr.partition_S(make_tensor(
-              make_gmem_ptr(do_tile),
-              make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.do_stride_s), _1{})))),
-          gthr.partition_D(sdO(_, _, buf)),
-          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DV>{})), blk.sq_b - m0, p.d_v,
-          do_tile);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(
+                                 make_gmem_ptr(q_tile),
+                                 make_layout(cute::Shape<BM, DQK>{},
+                                             make_stride(static_cast<int>(p.q_stride_s), _1{})))),
+                             gthr.partition_D(sQ(_, _, buf)),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})),
+                             blk.sq_b - m0, p.d_qk, q_tile);
+      kernels::cp_async_tile(gthr.partition_S(make_tensor(
+                                 make_gmem_ptr(do_tile),
+                                 make_layout(cute::Shape<BM, DV>{},
+                                             make_stride(static_cast<int>(p.do_stride_s), _1{})))),
+                             gthr.partition_D(sdO(_, _, buf)),
+                             gthr.partition_S(make_identity_tensor(cute::Shape<BM, DV>{})),
+                             blk.sq_b - m0, p.d_v, do_tile);
     };
     load_q_do(0, 0);
     cp_async_fence();
@@ -193,12 +195,12 @@ struct BwdMainloop {
       // S = Q K^T and dP = dO V^T.
       Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_s);
-      kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v,
-                              tSrK_v, sdp_copy_a, sdp_copy_b);
+      kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v, tSrK_v,
+                              sdp_copy_a, sdp_copy_b);
       Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_dp);
-      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV,
-                              tdPrdO_v, tdPrV_v, sdp_copy_a, sdp_copy_b);
+      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV, tdPrdO_v,
+                              tdPrV_v, sdp_copy_a, sdp_copy_b);
 
       // P = 2^(s2 - lse2).
       Tensor dtanh = make_tensor<float>(acc_s.layout());
@@ -209,8 +211,8 @@ struct BwdMainloop {
           scale_scores(acc_s, p);
         }
         if (p.bias != nullptr) {
-          const Element* bias_bh = static_cast<const Element*>(p.bias) + b * p.bias_stride_b +
-                                   h * p.bias_stride_h;
+          const Element* bias_bh =
+              static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h;
           add_bias(acc_s, tScS, p, bias_bh, m0, n0);
         }
       }
@@ -228,8 +230,8 @@ struct BwdMainloop {
         }
       }
       if (p.dbias != nullptr) {
-        Element* dbias_bh = static_cast<Element*>(p.dbias) + b * p.dbias_stride_b +
-                            h * p.dbias_stride_h;
+        Element* dbias_bh =
+            static_cast<Element*>(p.dbias) + b * p.dbias_stride_b + h * p.dbias_stride_h;
         auto c = kernels::acc_row_col(tScS);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
@@ -238,7 +240,8 @@ struct BwdMainloop {
           CUTE_UNROLL
           for (int j = 0; j < size<1>(s); ++j) {
             const int col = n0 + get<1>(c(r, j));
-            if (col < p.s_kv) dbias_bh[row * p.dbias_stride_s + col] = static_cast<Element>(dp(r, j));
+            if (col < p.s_kv)
+              dbias_bh[row * p.dbias_stride_s + col] = static_cast<Element>(dp(r, j));
           }
         }
       }
@@ -272,8 +275,8 @@ struct BwdMainloop {
         sem = p.dq_sem + (static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m0 / kBlockM;
         if (tid == 0) {
           const kernels::KeyTiles kt =
-              kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + kBlockM, blk.sq_b) - 1,
-                                 blk.sq_b, blk.skv_b, kBlockN);
+              kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + kBlockM, blk.sq_b) - 1, blk.sq_b,
+                                 blk.skv_b, kBlockN);
           const int turn = blk.n_block - kt.begin;
           long long spins = 0;
           while (load_acquire(sem) != turn) {

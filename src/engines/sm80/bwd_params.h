@@ -27,15 +27,15 @@ struct BwdParams {
   void* dv = nullptr;
   void* dbias = nullptr;      // dBias per (batch, head), written by the main kernel; else null
   void* dbias_sum = nullptr;  // dBias of a broadcast bias, summed by bwd_dbias.cuh; else null
-  float* dsink = nullptr;  // null: no sink gradient
+  float* dsink = nullptr;     // null: no sink gradient
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
   // "dq_accum": f32, one block_m x dq_ld tile per (b, h_q, query tile), each stored
   // fragment-major (bwd_mainloop.cuh); zeroed by preprocess.
   float* dq_accum = nullptr;
-  float* lse_log2 = nullptr;   // "lse_log2": f32 [b, h_q, s_q_pad], LSE * log2(e); +inf: P = 0
-  float* delta = nullptr;      // "delta": f32 [b, h_q, s_q_pad], sum_d dO * O
-  int32_t* dq_sem = nullptr;   // "dq_semaphore" (deterministic): i32 [b, h_q, num_m_blocks]
+  float* lse_log2 = nullptr;  // "lse_log2": f32 [b, h_q, s_q_pad], LSE * log2(e); +inf: P = 0
+  float* delta = nullptr;     // "delta": f32 [b, h_q, s_q_pad], sum_d dO * O
+  int32_t* dq_sem = nullptr;  // "dq_semaphore" (deterministic): i32 [b, h_q, num_m_blocks]
 
   // Element strides of the logical dims [b, h, s] (innermost stride 1; stats: [b, h, s]).
   int64_t q_stride_b = 0, q_stride_h = 0, q_stride_s = 0;

@@ -31,8 +31,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
   const Element* o_bh = static_cast<const Element*>(p.o) + b * p.o_stride_b + h * p.o_stride_h;
-  const Element* do_bh =
-      static_cast<const Element*>(p.d_o) + b * p.do_stride_b + h * p.do_stride_h;
+  const Element* do_bh = static_cast<const Element*>(p.d_o) + b * p.do_stride_b + h * p.do_stride_h;
   const int lane8 = tid % kLanesPerRow;
   for (int r = tid / kLanesPerRow; r < T::kBlockM; r += kThreads / kLanesPerRow) {
     const int i = m0 + r;
@@ -44,7 +43,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
         const Element* oe = reinterpret_cast<const Element*>(&ov);
         const Element* de = reinterpret_cast<const Element*>(&dv);
         CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) sum = fmaf(static_cast<float>(oe[e]), static_cast<float>(de[e]), sum);
+        for (int e = 0; e < 8; ++e)
+          sum = fmaf(static_cast<float>(oe[e]), static_cast<float>(de[e]), sum);
       }
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -54,7 +54,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
       p.delta[row0 + r] = sum;
       float lse2 = INFINITY;
       if (i < sq_b) {
-        const float lse = p.stats[b * p.stats_stride_b + h * p.stats_stride_h + i * p.stats_stride_s];
+        const float lse =
+            p.stats[b * p.stats_stride_b + h * p.stats_stride_h + i * p.stats_stride_s];
         if (lse != -INFINITY) lse2 = lse * kernels::kLog2e;
       }
       p.lse_log2[row0 + r] = lse2;

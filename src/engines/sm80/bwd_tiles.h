@@ -5,11 +5,11 @@
 namespace floe::detail::sm80 {
 
 struct BwdTileShape {
-  int d_qk;     // compiled head-dim tile of q, k (and of the fp32 dQ accumulator rows)
-  int d_v;      // compiled head-dim tile of v, o, dO
-  int block_m;  // query rows per inner step
-  int block_n;  // keys per CTA (the dK/dV rows it owns)
-  int warps;    // warps per CTA
+  int d_qk;        // compiled head-dim tile of q, k (and of the fp32 dQ accumulator rows)
+  int d_v;         // compiled head-dim tile of v, o, dO
+  int block_m;     // query rows per inner step
+  int block_n;     // keys per CTA (the dK/dV rows it owns)
+  int warps;       // warps per CTA
   int atom_m_sdp;  // warps along the query rows of S = Q K^T and dP = dO V^T
   int atom_n_dkv;  // warps along the key rows of dK, dV
   int atom_m_dq;   // warps along the query rows of dQ = dS K

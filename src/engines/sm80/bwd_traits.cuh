@@ -32,7 +32,8 @@ struct BwdTraitsT {
                          cute::SM80_16x8x16_F32BF16BF16F32_TN>;
   template <int kAtomM>
   using WarpTiledMma = cute::TiledMMA<
-      cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::Int<kAtomM>, cute::Int<kWarps / kAtomM>, cute::_1>>,
+      cute::MMA_Atom<MmaOp>,
+      cute::Layout<cute::Shape<cute::Int<kAtomM>, cute::Int<kWarps / kAtomM>, cute::_1>>,
       cute::Tile<cute::Int<16 * kAtomM>, cute::Int<16 * (kWarps / kAtomM)>, cute::_16>>;
   using TiledMmaSdP = WarpTiledMma<kAtomMSdP_>;
   using TiledMmadKV = WarpTiledMma<kAtomNdKV_>;
@@ -42,22 +43,24 @@ struct BwdTraitsT {
       cute::Swizzle<3, 3, 3>{},
       cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
   template <int kRows, int kCols>
-  using SmemLayout = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>>{}));
+  using SmemLayout =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>>{}));
   // The same memory seen transposed: (cols, rows), for ldmatrix.trans.
   template <class L, int kRows, int kCols>
   using Transposed = decltype(cute::composition(
       L{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>>{},
                              cute::Stride<cute::Int<kRows>, cute::_1>{})));
 
-  // Q and dO carry a stage dim (double buffer): (rows, cols, 2), seen transposed as (cols, rows, 2).
+  // Q and dO carry a stage dim (double buffer): (rows, cols, 2), seen transposed as (cols, rows,
+  // 2).
   template <int kRows, int kCols>
   using SmemLayout2 = decltype(cute::tile_to_shape(
       SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>, cute::_2>{}));
   template <class L, int kRows, int kCols>
   using Transposed2 = decltype(cute::composition(
-      L{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>, cute::_2>{},
-                             cute::Stride<cute::Int<kRows>, cute::_1, cute::Int<kRows * kCols>>{})));
+      L{},
+      cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>, cute::_2>{},
+                        cute::Stride<cute::Int<kRows>, cute::_1, cute::Int<kRows * kCols>>{})));
 
   using SmemLayoutQ = SmemLayout2<kBlockM, kDqk>;
   using SmemLayoutQt = Transposed2<SmemLayoutQ, kBlockM, kDqk>;
@@ -92,8 +95,8 @@ struct BwdTraitsT {
   static constexpr int kOffP = kOffV + kBlockN * kDv * 2;
   static constexpr int kOffdS = kOffP + kBlockM * kBlockN * 2;
   static constexpr int kSmemBytes = kOffdS + kBlockM * kBlockN * 2;
-  static constexpr BwdTileShape kShape{kDqk, kDv, kBlockM, kBlockN, kWarps,
-                                       kAtomMSdP_, kAtomNdKV_, kAtomMdQ_};
+  static constexpr BwdTileShape kShape{kDqk,   kDv,        kBlockM,    kBlockN,
+                                       kWarps, kAtomMSdP_, kAtomNdKV_, kAtomMdQ_};
   static_assert(kSmemBytes == kShape.smem_bytes(), "bwd_tiles.h and the traits disagree");
 };
 
