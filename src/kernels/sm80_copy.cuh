@@ -7,6 +7,29 @@
 
 namespace floe::kernels {
 
+// The copy and shared-memory atoms every sm80 attention kernel uses, for a CTA of kThreads:
+//  - SmemAtom: 8 rows x 64 elements (128 bytes) swizzled so that ldmatrix and 16-byte cp.async
+//    hit all banks; tiles are built from it with tile_to_shape;
+//  - ldmatrix (plain and transposed) for MMA operands, 32-bit stores of accumulator pairs;
+//  - global tiles: 8 threads per 64-element row, 16 bytes each (cp.async in, 16-byte stores out).
+template <class Element, int kThreads>
+struct Sm80TileCopies {
+  using SmemAtom = decltype(cute::composition(
+      cute::Swizzle<3, 3, 3>{},
+      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
+  using SmemLoadAtomT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
+  using SmemStoreAtom = cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
+  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>,
+                                   cute::Stride<cute::_8, cute::_1>>;
+  using GmemLoad = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{},
+      GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using GmemStore = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{}, GmemThreads{},
+      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+};
+
 // src, dst, coord: one thread's partition of a tile by a cp.async TiledCopy, (CPY, CPY_ROW,
 // CPY_COL), where CPY is one 16-byte chunk. coord holds the (row, col) of each element in the tile.
 template <class Src, class Dst, class Coord, class Element>

@@ -10,6 +10,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_tiles.h"
+#include "kernels/sm80_copy.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -39,9 +40,8 @@ struct BwdTraitsT {
   using TiledMmadKV = WarpTiledMma<kAtomNdKV_>;
   using TiledMmadQ = WarpTiledMma<kAtomMdQ_>;
 
-  using SmemAtom = decltype(cute::composition(
-      cute::Swizzle<3, 3, 3>{},
-      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  using Copies = kernels::Sm80TileCopies<Element, kThreads>;
+  using SmemAtom = typename Copies::SmemAtom;
   template <int kRows, int kCols>
   using SmemLayout =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>>{}));
@@ -72,19 +72,11 @@ struct BwdTraitsT {
   using SmemLayoutP = SmemLayout<kBlockM, kBlockN>;  // also dS
   using SmemLayoutPt = Transposed<SmemLayoutP, kBlockM, kBlockN>;
 
-  using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
-  using SmemLoadAtomT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
-  using SmemStoreAtom = cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
-
-  // 8 threads per 64-element row, 16 bytes each.
-  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>,
-                                   cute::Stride<cute::_8, cute::_1>>;
-  using GmemLoad = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{},
-      GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
-  using GmemStore = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{}, GmemThreads{},
-      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using SmemLoadAtom = typename Copies::SmemLoadAtom;
+  using SmemLoadAtomT = typename Copies::SmemLoadAtomT;
+  using SmemStoreAtom = typename Copies::SmemStoreAtom;
+  using GmemLoad = typename Copies::GmemLoad;
+  using GmemStore = typename Copies::GmemStore;
 
   // Shared memory, in bytes from the start: Q[2], dO[2], K, V, P, dS.
   static constexpr int kQBytes = kBlockM * kDqk * 2;

@@ -6,6 +6,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_tiles.h"
+#include "kernels/sm80_copy.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -39,10 +40,8 @@ struct FwdTraitsT {
                                   cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
                                   cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
 
-  // 8 rows x 64 elements (128 bytes) swizzled so that ldmatrix and 16-byte cp.async hit all banks.
-  using SmemAtom = decltype(cute::composition(
-      cute::Swizzle<3, 3, 3>{},
-      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  using Copies = kernels::Sm80TileCopies<Element, kThreads>;
+  using SmemAtom = typename Copies::SmemAtom;
   using SmemLayoutQ =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDqk>>{}));
   using SmemLayoutK = decltype(cute::tile_to_shape(
@@ -57,20 +56,11 @@ struct FwdTraitsT {
   using SmemLayoutO =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kDv>>{}));
 
-  using SmemLoadAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
-  using SmemLoadAtomT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
-  using SmemStoreAtomO =
-      cute::Copy_Atom<cute::AutoVectorizingCopyWithAssumedAlignment<32>, Element>;
-
-  // 8 threads per 64-element row, 16 bytes each; kThreads/8 rows per pass.
-  using GmemThreads = cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>,
-                                   cute::Stride<cute::_8, cute::_1>>;
-  using GmemLoad = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{},
-      GmemThreads{}, cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
-  using GmemStore = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::UniversalCopy<cute::uint128_t>, Element>{}, GmemThreads{},
-      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using SmemLoadAtom = typename Copies::SmemLoadAtom;
+  using SmemLoadAtomT = typename Copies::SmemLoadAtomT;
+  using SmemStoreAtomO = typename Copies::SmemStoreAtom;
+  using GmemLoad = typename Copies::GmemLoad;
+  using GmemStore = typename Copies::GmemStore;
 
   static constexpr int kSmemQBytes = kBlockM * kDqk * 2;
   static constexpr int kSmemKBytes = kStages * kBlockN * kDqk * 2;
