@@ -9,7 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "engines/sm80/scores.cuh"
+#include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80_copy.cuh"
 #include "kernels/sm80_fragment.cuh"
@@ -115,15 +115,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
       float lse2[kRows], delta[kRows];
-      {
-        auto c = kernels::acc_row_col(tScS);
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          const int row = get<0>(c(r, 0));
-          lse2[r] = p.lse_log2[row_base + row];
-          delta[r] = p.delta[row_base + row];
-        }
-      }
+      load_row_stats(p, row_base, tScS, lse2, delta);
       cp_async_wait<0>();
       __syncthreads();
 
@@ -136,13 +128,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       kernels::gemm_smem_smem(mma, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, 0), tdPsV, tdPrdO_v,
                               tdPrV_v, copy_a, copy_b);
 
-      scale_scores(acc_s, p);
-      add_bias(acc_s, tScS, p,
-               static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h, m0,
-               n0);
-      if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
-        apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
-      }
+      Tensor dtanh = make_tensor<float>(acc_s.layout());  // unused: dBias is taken before it
+      backward_scores<T, true>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, skv_b);
       auto s = kernels::acc_row_col(acc_s);
       auto dp = kernels::acc_row_col(acc_dp);
       auto db = kernels::acc_row_col(acc_db);

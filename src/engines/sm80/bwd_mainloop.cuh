@@ -8,7 +8,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "engines/sm80/scores.cuh"
+#include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80_copy.cuh"
 #include "kernels/sm80_fragment.cuh"
@@ -182,15 +182,7 @@ struct BwdMainloop {
       cp_async_fence();
 
       float lse2[kRows], delta[kRows];
-      {
-        auto c = kernels::acc_row_col(tScS);
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          const int row = get<0>(c(r, 0));
-          lse2[r] = p.lse_log2[row_base + row];
-          delta[r] = p.delta[row_base + row];
-        }
-      }
+      load_row_stats(p, row_base, tScS, lse2, delta);
 
       // S = Q K^T and dP = dO V^T.
       Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
@@ -204,21 +196,7 @@ struct BwdMainloop {
 
       // P = 2^(s2 - lse2).
       Tensor dtanh = make_tensor<float>(acc_s.layout());
-      if constexpr (kScoreMod) {
-        if (p.has_softcap) {
-          softcap_scores(acc_s, dtanh, p);
-        } else {
-          scale_scores(acc_s, p);
-        }
-        if (p.bias != nullptr) {
-          const Element* bias_bh =
-              static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h;
-          add_bias(acc_s, tScS, p, bias_bh, m0, n0);
-        }
-      }
-      if (qt.needs_mask(m0, kBlockM, n0, kBlockN, blk.skv_b)) {
-        apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, blk.skv_b);
-      }
+      backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.skv_b);
       auto s = kernels::acc_row_col(acc_s);
       auto dp = kernels::acc_row_col(acc_dp);
       CUTE_UNROLL

@@ -1,0 +1,57 @@
+// sm80 backward: the scores of one (query tile, key tile) visit, shared by the main loop and
+// the broadcast-dBias kernel so that both compute the same P = 2^(s2 - lse2):
+//   load_row_stats: per row of the S fragment, LSE in log2 units and Delta (dense chunks the
+//                   preprocess wrote);
+//   backward_scores: raw q.k -> log2 units (scale or softcap, with d tanh kept for dS), + bias,
+//                    then the band and length mask where the tile needs it.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "engines/sm80/bwd_params.h"
+#include "engines/sm80/scores.cuh"
+#include "kernels/band_tiles.cuh"
+#include "kernels/sm80_fragment.cuh"
+
+namespace floe::detail::sm80 {
+
+template <int kRows, class Coord>
+__device__ __forceinline__ void load_row_stats(const BwdParams& p, int64_t row_base,
+                                               Coord const& tScS, float (&lse2)[kRows],
+                                               float (&delta)[kRows]) {
+  using namespace cute;
+  auto c = kernels::acc_row_col(tScS);
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(c(r, 0));
+    lse2[r] = p.lse_log2[row_base + row];
+    delta[r] = p.delta[row_base + row];
+  }
+}
+
+// acc_s: raw q.k of the tile whose first query is m0 and first key n0, of query head h of
+// batch b. The plain kernel (kScoreMod false) leaves raw q.k and folds the scale into the
+// exponent; dtanh is written only with a softcap.
+template <class T, bool kScoreMod, class AccS, class DTanh, class Coord>
+__device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord const& tScS,
+                                                const BwdParams& p, int b, int h, int m0, int n0,
+                                                const kernels::QueryTiles& qt, int skv_b) {
+  using Element = typename T::Element;
+  if constexpr (kScoreMod) {
+    if (p.has_softcap) {
+      softcap_scores(acc_s, dtanh, p);
+    } else {
+      scale_scores(acc_s, p);
+    }
+    if (p.bias != nullptr) {
+      const Element* bias_bh =
+          static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h;
+      add_bias(acc_s, tScS, p, bias_bh, m0, n0);
+    }
+  }
+  if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
+    apply_mask(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
+  }
+}
+
+}  // namespace floe::detail::sm80
