@@ -77,6 +77,15 @@ std::vector<NamedProblem> named_problems(Direction dir) {
   band["seq_len_q"] = {40, 7, 0};
   band["seq_len_kv"] = {40, 40, 13};
   out.push_back({"band-bias-h-broadcast-padding", band});
+
+  // A band of negative width (left + right < 0): no query sees any key. Before band_tiles.cuh
+  // returned no tiles for it, sm80's backward (d64 tile, 128 x 128) counted key tile 2 as a
+  // visitor of query tile 1 on one side and not the other, and its deterministic dQ order
+  // waited forever.
+  json none = problem_json(dir, "bf16", 1, 2, 2, 188, 351, 64, 64);
+  none["mask"] = {{"align", "bottom_right"}, {"left", 19}, {"right", -88}};
+  if (!bwd) none["stats"] = true;
+  out.push_back({"negative-width-band", none});
   return out;
 }
 
