@@ -41,16 +41,11 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "grid: the query or key tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = find_bwd_kernel(c.tile, f.dtype, c.score_mod);
-  if (c.kernel == nullptr) {
-    return std::string("kernel not built in the ci kernel set (backward tile ") +
-           bwd_tile_name(c.tile) + ", " + to_string(f.dtype) +
-           (c.score_mod ? ", score-mod)" : ", plain)");
-  }
-  if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
-    return std::string("backward tile ") + bwd_tile_name(c.tile) + " needs " +
-           std::to_string(c.kernel->smem_bytes / 1024) +
-           " KB of shared memory per block; the device allows " +
-           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  if (std::string why =
+          check_kernel(c.kernel, std::string("backward tile ") + bwd_tile_name(c.tile), f.dtype,
+                       c.score_mod, target);
+      !why.empty()) {
+    return why;
   }
   if (out != nullptr) *out = c;
   return "";
@@ -119,65 +114,42 @@ void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) 
 class Sm80BackwardPlan final : public LaunchPlan {
  public:
   Sm80BackwardPlan(const BwdParams& params, const BwdKernel* kernel, const BwdGrids& grids)
-      : params_(params), kernel_(kernel), grids_(grids) {}
+      : params_(params),
+        kernel_(kernel),
+        grids_(grids),
+        // A broadcast bias's gradient is a sum over CTAs: its own kernel (bwd_dbias.cuh).
+        dbias_summed_((params.bias_b == 1 && params.b > 1) ||
+                      (params.bias_h == 1 && params.h_q > 1)) {}
 
   Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
                 Stream stream) const override {
     BwdParams p = params_;
-    p.q = args.get(TensorId::q);
-    p.k = args.get(TensorId::k);
-    p.v = args.get(TensorId::v);
-    p.o = args.get(TensorId::o);
+    set_shared_pointers(facts, args, p);
     p.d_o = args.get(TensorId::d_o);
     p.stats = static_cast<const float*>(args.get(TensorId::stats));
     p.dq = args.get(TensorId::dq);
     p.dk = args.get(TensorId::dk);
     p.dv = args.get(TensorId::dv);
-    if (facts.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
     if (facts.has(TensorId::dbias)) {
-      // A broadcast bias's gradient is a sum over CTAs: its own kernel (bwd_dbias.cuh).
-      const bool broadcast = (p.bias_b == 1 && p.b > 1) || (p.bias_h == 1 && p.h_q > 1);
-      (broadcast ? p.dbias_sum : p.dbias) = args.get(TensorId::dbias);
+      (dbias_summed_ ? p.dbias_sum : p.dbias) = args.get(TensorId::dbias);
     }
-    if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
     if (facts.has(TensorId::dsink)) p.dsink = static_cast<float*>(args.get(TensorId::dsink));
-    if (facts.has(TensorId::seq_len_q))
-      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
-    if (facts.has(TensorId::seq_len_kv))
-      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     p.dq_accum = ws.carve<float>(kDqAccumChunk);
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
-    const cudaError_t err = kernel_->launch(p, grids_, stream);
-    if (err != cudaSuccess) {
-      return Status(Code::device_error, std::string("sm80: launching ") + kernel_->name +
-                                            " failed: " + cudaGetErrorString(err));
-    }
-    return Status();
+    return launch_status(kernel_->name, kernel_->launch(p, grids_, stream));
   }
 
-  // 16-byte loads and stores of every Q/K/V/O-shaped row.
   size_t pointer_alignment(TensorId id, const Facts& facts) const override {
-    switch (id) {
-      case TensorId::q:
-      case TensorId::k:
-      case TensorId::v:
-      case TensorId::o:
-      case TensorId::d_o:
-      case TensorId::dq:
-      case TensorId::dk:
-      case TensorId::dv:
-        return 16;
-      default:
-        return LaunchPlan::pointer_alignment(id, facts);
-    }
+    return is_row_operand(id) ? 16 : LaunchPlan::pointer_alignment(id, facts);
   }
 
  private:
   BwdParams params_;
   const BwdKernel* kernel_;
   BwdGrids grids_;
+  bool dbias_summed_;
 };
 
 }  // namespace

@@ -38,15 +38,10 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " query tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
-  if (c.kernel == nullptr) {
-    return std::string("kernel not built in the ci kernel set (tile ") + fwd_tile_name(c.tile) +
-           ", " + to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ", plain)");
-  }
-  if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
-    return std::string("tile ") + fwd_tile_name(c.tile) + " needs " +
-           std::to_string(c.kernel->smem_bytes / 1024) +
-           " KB of shared memory per block; the device allows " +
-           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  if (std::string why = check_kernel(c.kernel, std::string("tile ") + fwd_tile_name(c.tile),
+                                     f.dtype, c.score_mod, target);
+      !why.empty()) {
+    return why;
   }
   if (out != nullptr) *out = c;
   return "";
@@ -88,36 +83,13 @@ class Sm80ForwardPlan final : public LaunchPlan {
   Status launch(const Facts& facts, const Arguments& args, const Workspace&,
                 Stream stream) const override {
     FwdParams p = params_;
-    p.q = args.get(TensorId::q);
-    p.k = args.get(TensorId::k);
-    p.v = args.get(TensorId::v);
-    p.o = args.get(TensorId::o);
+    set_shared_pointers(facts, args, p);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
-    if (facts.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
-    if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
-    if (facts.has(TensorId::seq_len_q))
-      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
-    if (facts.has(TensorId::seq_len_kv))
-      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
-    const cudaError_t err = kernel_->launch(p, grid_, stream);
-    if (err != cudaSuccess) {
-      return Status(Code::device_error, std::string("sm80: launching ") + kernel_->name +
-                                            " failed: " + cudaGetErrorString(err));
-    }
-    return Status();
+    return launch_status(kernel_->name, kernel_->launch(p, grid_, stream));
   }
 
-  // 16-byte loads and stores of Q, K, V and O rows need 16-byte-aligned bases.
   size_t pointer_alignment(TensorId id, const Facts& facts) const override {
-    switch (id) {
-      case TensorId::q:
-      case TensorId::k:
-      case TensorId::v:
-      case TensorId::o:
-        return 16;
-      default:
-        return LaunchPlan::pointer_alignment(id, facts);
-    }
+    return is_row_operand(id) ? 16 : LaunchPlan::pointer_alignment(id, facts);
   }
 
  private:

@@ -67,4 +67,26 @@ std::string check_bias(const Facts& f, TensorId id) {
   return "";
 }
 
+bool is_row_operand(TensorId id) {
+  switch (id) {
+    case TensorId::q:
+    case TensorId::k:
+    case TensorId::v:
+    case TensorId::o:
+    case TensorId::d_o:
+    case TensorId::dq:
+    case TensorId::dk:
+    case TensorId::dv:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status launch_status(const char* kernel_name, cudaError_t err) {
+  if (err == cudaSuccess) return Status();
+  return Status(Code::device_error, std::string("sm80: launching ") + kernel_name +
+                                        " failed: " + cudaGetErrorString(err));
+}
+
 }  // namespace floe::detail::sm80

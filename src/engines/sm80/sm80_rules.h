@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "floe/arguments.h"
 #include "floe/status.h"
 #include "floe/target.h"
 #include "kernels/band_mask.h"
@@ -31,6 +32,44 @@ std::string check_operand(const Facts& f, TensorId id, int block_rows);
 std::string check_bias(const Facts& f, TensorId id);
 // Softcap, bias or a negative scale: the score-mod kernels.
 bool needs_score_mod(const Facts& f);
+
+// The compiled kernel of a choice: empty when it is in this build and its shared memory fits
+// the target; else why not. `tile` names it in messages ("tile d128", "backward tile d128").
+template <class Kernel>
+std::string check_kernel(const Kernel* kernel, const std::string& tile, DType dtype, bool score_mod,
+                         const Target& target) {
+  if (kernel == nullptr) {
+    return "kernel not built in the ci kernel set (" + tile + ", " + to_string(dtype) +
+           (score_mod ? ", score-mod)" : ", plain)");
+  }
+  if (static_cast<size_t>(kernel->smem_bytes) > target.smem_per_block_optin) {
+    return tile + " needs " + std::to_string(kernel->smem_bytes / 1024) +
+           " KB of shared memory per block; the device allows " +
+           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  }
+  return "";
+}
+
+// Q, K, V, O and their gradients are moved in 16-byte rows: their bases need 16-byte alignment.
+bool is_row_operand(TensorId id);
+
+// The pointers FwdParams and BwdParams share, from one execute's Arguments.
+template <class Params>
+void set_shared_pointers(const Facts& f, const Arguments& args, Params& p) {
+  p.q = args.get(TensorId::q);
+  p.k = args.get(TensorId::k);
+  p.v = args.get(TensorId::v);
+  p.o = args.get(TensorId::o);
+  if (f.has(TensorId::bias)) p.bias = args.get(TensorId::bias);
+  if (f.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
+  if (f.has(TensorId::seq_len_q))
+    p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+  if (f.has(TensorId::seq_len_kv))
+    p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+}
+
+// A launch's cudaError_t as a Status naming the kernel.
+Status launch_status(const char* kernel_name, cudaError_t err);
 
 // The [b, h, s] element strides of a declared tensor.
 inline void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
