@@ -33,6 +33,8 @@ struct BwdKernel {
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
 const BwdKernel* bwd_kernel_d64(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d128(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d192_128(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d256(DType dtype, bool score_mod);
 
 inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod) {
   switch (tile) {
@@ -40,6 +42,10 @@ inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mo
       return bwd_kernel_d64(dtype, score_mod);
     case BwdTile::d128:
       return bwd_kernel_d128(dtype, score_mod);
+    case BwdTile::d192_128:
+      return bwd_kernel_d192_128(dtype, score_mod);
+    case BwdTile::d256:
+      return bwd_kernel_d256(dtype, score_mod);
   }
   return nullptr;
 }

@@ -21,8 +21,8 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   if (std::string why = check_head_dims(f); !why.empty()) return why;
   BwdChoice c;
   if (!bwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
-    return "backward: head dims d_qk = " + std::to_string(f.d_qk) +
-           ", d_v = " + std::to_string(f.d_v) + ": sm80's backward serves up to 128 so far";
+    return "internal: no backward tile for head dims d_qk = " + std::to_string(f.d_qk) +
+           ", d_v = " + std::to_string(f.d_v);
   }
   c.score_mod = needs_score_mod(f);
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
