@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Nsight Compute, floe beside PyTorch's flash backend on one problem: the same problem through
 # `floe bench` (one engine) and through bench/peers.py (flash), one profiled launch of each
-# side's main kernel(s), --set full, clocks left alone. Writes the .ncu-rep files and a text
-# page of each under RESULTS_DIR.
+# side's main kernel(s), --set full, clocks left alone. Writes under RESULTS_DIR the .ncu-rep
+# files, the details page (text), the raw metrics (CSV) and the per-instruction SASS page with
+# its stall samples (CSV, gzip).
 #
 #   scripts/profile.sh RESULTS_DIR BUILD_DIR [floe bench problem options...]
 #   e.g. scripts/profile.sh $OUT/p build --direction bwd --b 4 --h-q 16 --s-q 4096 --d-qk 128
@@ -42,6 +43,9 @@ for side in floe flash; do
   "$ncu" --import "$results/$side.ncu-rep" --page details --print-units base \
     >"$results/$side.txt" 2>&1
   "$ncu" --import "$results/$side.ncu-rep" --page raw --csv >"$results/$side-raw.csv" 2>&1
+  # Per SASS instruction: executions and the warp-state samples (where the stalls are).
+  "$ncu" --import "$results/$side.ncu-rep" --page source --print-source sass --csv \
+    2>&1 | gzip >"$results/$side-sass.csv.gz"
 done
 
 # The lines that usually decide it, side by side.

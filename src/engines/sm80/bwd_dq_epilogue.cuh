@@ -1,13 +1,14 @@
 // sm80 backward, third kernel: one CTA per (query tile, head, batch) turns the fp32 dQ
 // accumulator into dQ = scale * accum, rounded to the element type and written through dQ's
-// strides. The accumulator tile is fragment-major (bwd_mainloop.cuh): this kernel runs the main
-// kernel's thread count and dQ TiledMMA, so thread t finds its element i at i * threads + t
-// and its (row, col) from the same partition. Rows no key tile reached (past the batch's query
+// strides. The accumulator tile is in the main kernel's thread order (bwd_dq_accum.cuh): this
+// kernel runs the main kernel's thread count and dQ TiledMMA, so thread t finds its element i at
+// dq_accum_offset(i, t) and its (row, col) from the same partition. Rows no key tile reached (past the batch's query
 // length, or outside the band) hold the preprocess's zeros.
 #pragma once
 
 #include <cute/tensor.hpp>
 
+#include "engines/sm80/bwd_dq_accum.cuh"
 #include "engines/sm80/bwd_params.h"
 
 namespace floe::detail::sm80 {
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(T::kThreads)
     const int col = get<1>(coord(i));
     if (row < rows && col < p.d_qk) {
       dq_tile[row * p.dq_stride_s + col] =
-          static_cast<Element>(acc[i * T::kThreads + tid] * p.scale);
+          static_cast<Element>(acc[dq_accum_offset<T::kThreads>(i, tid)] * p.scale);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "engines/sm80/bwd_dq_accum.cuh"
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
@@ -163,9 +164,8 @@ struct BwdMainloop {
     Tensor tPsP = ps_thr.partition_D(sP);
     Tensor tPsdS = ps_thr.partition_D(sdS);
 
-    // (row, col) within the tile of each S / dP element, and of each dQ element.
+    // (row, col) within the tile of each S / dP element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
-    Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(cute::Shape<BM, DQK>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
     const float scale_log2 = kScoreMod ? 1.f : p.scale_log2;
 
@@ -237,13 +237,12 @@ struct BwdMainloop {
       copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
       __syncthreads();
 
-      // dV += P^T dO; dK += dS^T Q.
+      // dV += P^T dO.
       kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, buf),
                               tdKVrA_v, tdVrdOt_v, dkv_copy_a, dkv_copy_b);
-      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
-                              tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
 
-      // dQ accumulator += dS K.
+      // dQ accumulator += dS K, issued before the dK product so that the reductions travel to L2
+      // under it.
       Tensor acc_dq = partition_fragment_C(mma_dq, cute::Shape<BM, DQK>{});
       clear(acc_dq);
       kernels::gemm_smem_smem(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, tdQrdS_v, tdQrKt_v,
@@ -263,18 +262,16 @@ struct BwdMainloop {
         }
         __syncthreads();
       }
-      // The accumulator tile is stored fragment-major (element i of thread t at i * threads +
-      // t, the same for every key tile): the 32 lanes of a warp add to 128 contiguous bytes.
-      float* dq_tile = p.dq_accum + row_base * T::kDqk;
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc_dq); ++i) {
-        if (get<1>(tdQcdQ(i)) < p.d_qk) atomicAdd(dq_tile + i * T::kThreads + tid, acc_dq(i));
-      }
+      dq_accum_add<T::kThreads>(p.dq_accum + row_base * T::kDqk, acc_dq, tid);
       if (p.deterministic) {
         __threadfence();
         __syncthreads();
         if (tid == 0) atomicAdd(sem, 1);
       }
+
+      // dK += dS^T Q.
+      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
+                              tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
     }
   }
 };

@@ -31,7 +31,7 @@ struct BwdParams {
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
   // "dq_accum": f32, one block_m x dq_ld tile per (b, h_q, query tile), each stored
-  // fragment-major (bwd_mainloop.cuh); zeroed by preprocess.
+  // in the main kernel's thread order (bwd_dq_accum.cuh); zeroed by preprocess.
   float* dq_accum = nullptr;
   float* lse_log2 = nullptr;  // "lse_log2": f32 [b, h_q, s_q_pad], LSE * log2(e); +inf: P = 0
   float* delta = nullptr;     // "delta": f32 [b, h_q, s_q_pad], sum_d dO * O

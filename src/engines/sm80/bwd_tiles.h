@@ -30,7 +30,7 @@ inline constexpr int kBwdTileCount = 4;
 // take 128 registers a thread). The wide tiles own 64 keys and visit 64 query rows at a time
 // (dK, dV and the dQ product then take 64 + 64 + 64 registers at d256).
 inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
-    /* d64      */ {64, 64, 128, 128, 8, 2, 4, 4},   // 160 KB smem
+    /* d64      */ {64, 64, 128, 128, 8, 4, 4, 4},   // 160 KB smem
     /* d128     */ {128, 128, 64, 128, 8, 2, 4, 2},  // 160 KB
     /* d192x128 */ {192, 128, 64, 64, 8, 4, 2, 2},   // 136 KB
     /* d256     */ {256, 256, 64, 64, 8, 4, 2, 2},   // 208 KB: H100 / H200 class parts only
