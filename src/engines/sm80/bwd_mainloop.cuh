@@ -79,10 +79,9 @@ struct BwdMainloop {
                              gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
                              blk.skv_b - n0, p.d_v, v_tile);
     }
-    auto load_q_do = [&](int visit, int buf) __attribute__((always_inline)) {
+    auto load_q_do = [&](int h, int m_idx, int buf) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
-      const int h = h_first + visit / n_m;
-      const int m0 = (qt.begin + visit % n_m) * kBlockM;
+      const int m0 = m_idx * kBlockM;
       const Element* q_tile = static_cast<const Element*>(p.q) + b * p.q_stride_b +
                               h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s;
       const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
@@ -102,7 +101,7 @@ struct BwdMainloop {
                              gthr.partition_S(make_identity_tensor(cute::Shape<BM, DV>{})),
                              blk.sq_b - m0, p.d_v, do_tile);
     };
-    load_q_do(0, 0);
+    load_q_do(h_first, qt.begin, 0);
     cp_async_fence();
 
     // --- Shared -> registers and the tensor-core partitions of the three GEMM shapes.
@@ -169,41 +168,62 @@ struct BwdMainloop {
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
     const float scale_log2 = kScoreMod ? 1.f : p.scale_log2;
 
+    // This visit's (query head, query tile) and the next one's, counted rather than divided out
+    // of the visit index.
+    int h = h_first, m_idx = qt.begin;
+    auto next = [&](int& nh, int& nm) {
+      nh = h;
+      nm = m_idx + 1;
+      if (nm == qt.end) {
+        nm = qt.begin;
+        ++nh;
+      }
+    };
     CUTE_NO_UNROLL
     for (int visit = 0; visit < visits; ++visit) {
       const int buf = visit & 1;
-      const int h = h_first + visit / n_m;
-      const int m0 = (qt.begin + visit % n_m) * kBlockM;
+      const int m0 = m_idx * kBlockM;
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
       cp_async_wait<0>();  // this visit's Q and dO (and K, V) have landed ...
       __syncthreads();     // ... everyone's; and every warp is done with the previous visit
-      if (visit + 1 < visits) load_q_do(visit + 1, buf ^ 1);
+      int next_h, next_m;
+      next(next_h, next_m);
+      if (visit + 1 < visits) load_q_do(next_h, next_m, buf ^ 1);
       cp_async_fence();
 
       float lse2[kRows], delta[kRows];
       load_row_stats(p, row_base, tScS, lse2, delta);
 
-      // S = Q K^T and dP = dO V^T.
+      // S = Q K^T; P = 2^(s2 - lse2), stored for dV's transposed read before dP is computed, so
+      // that the exponentials overlap the dP product.
       Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_s);
       kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v, tSrK_v,
                               sdp_copy_a, sdp_copy_b);
-      Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
-      clear(acc_dp);
-      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV, tdPrdO_v,
-                              tdPrV_v, sdp_copy_a, sdp_copy_b);
-
-      // P = 2^(s2 - lse2).
       Tensor dtanh = make_tensor<float>(acc_s.layout());
       backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.skv_b);
       auto s = kernels::acc_row_col(acc_s);
-      auto dp = kernels::acc_row_col(acc_dp);
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
         CUTE_UNROLL
         for (int c = 0; c < size<1>(s); ++c) {
           s(r, c) = kernels::fast_exp2(s(r, c) * scale_log2 - lse2[r]);
+        }
+      }
+      Tensor rP = kernels::convert_fragment<Element>(acc_s);
+      copy(ps_copy, ps_thr.retile_S(rP), tPsP);
+
+      // dP = dO V^T; dS = P (dP - delta).
+      Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
+      clear(acc_dp);
+      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV, tdPrdO_v,
+                              tdPrV_v, sdp_copy_a, sdp_copy_b);
+      auto dp = kernels::acc_row_col(acc_dp);
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) {
           dp(r, c) = s(r, c) * (dp(r, c) - delta[r]);  // dS, natural units
         }
       }
@@ -230,9 +250,7 @@ struct BwdMainloop {
         }
       }
 
-      // P and dS to shared memory, for the transposed reads.
-      Tensor rP = kernels::convert_fragment<Element>(acc_s);
-      copy(ps_copy, ps_thr.retile_S(rP), tPsP);
+      // dS to shared memory, for the transposed reads.
       Tensor rdS = kernels::convert_fragment<Element>(acc_dp);
       copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
       __syncthreads();
@@ -272,6 +290,8 @@ struct BwdMainloop {
       // dK += dS^T Q.
       kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
                               tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
+      h = next_h;
+      m_idx = next_m;
     }
   }
 };
