@@ -195,30 +195,32 @@ struct BwdMainloop {
       float lse2[kRows], delta[kRows];
       load_row_stats(p, row_base, tScS, lse2, delta);
 
-      // S = Q K^T; P = 2^(s2 - lse2), stored for dV's transposed read before dP is computed, so
-      // that the exponentials overlap the dP product.
+      // S = Q K^T, dP = dO V^T; P = 2^(s2 - lse2), stored to shared memory between the two
+      // products or after them (T::kStorePFirst); dS = P (dP - delta).
       Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_s);
       kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v, tSrK_v,
                               sdp_copy_a, sdp_copy_b);
       Tensor dtanh = make_tensor<float>(acc_s.layout());
-      backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.skv_b);
       auto s = kernels::acc_row_col(acc_s);
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
+      auto store_p = [&]() __attribute__((always_inline)) {
+        backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.skv_b);
         CUTE_UNROLL
-        for (int c = 0; c < size<1>(s); ++c) {
-          s(r, c) = kernels::fast_exp2(s(r, c) * scale_log2 - lse2[r]);
+        for (int r = 0; r < kRows; ++r) {
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(s); ++c) {
+            s(r, c) = kernels::fast_exp2(s(r, c) * scale_log2 - lse2[r]);
+          }
         }
-      }
-      Tensor rP = kernels::convert_fragment<Element>(acc_s);
-      copy(ps_copy, ps_thr.retile_S(rP), tPsP);
-
-      // dP = dO V^T; dS = P (dP - delta).
+        Tensor rP = kernels::convert_fragment<Element>(acc_s);
+        copy(ps_copy, ps_thr.retile_S(rP), tPsP);
+      };
+      if constexpr (T::kStorePFirst) store_p();
       Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_dp);
       kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV, tdPrdO_v,
                               tdPrV_v, sdp_copy_a, sdp_copy_b);
+      if constexpr (!T::kStorePFirst) store_p();
       auto dp = kernels::acc_row_col(acc_dp);
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) {
