@@ -122,10 +122,14 @@ cpu_counts="0 0 0 0"
 gpu_counts="0 0 0 0"
 build_seconds=null
 
+# The commit under test. A copy made by git archive has no repository of its own (git would
+# answer for an enclosing one): the caller names the commit in FLOE_COMMIT.
+commit=${FLOE_COMMIT:-$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
+
 # --- The machine, for the record.
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null) $(git -C "$root" status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "commit: $commit"
   echo "level: $level  engine: $engine  kernels: $kernels  seed: ${seed:-default}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || true
   nvcc --version 2>&1 | tail -1
@@ -227,8 +231,6 @@ fi
 
 # --- floe bench, then PyTorch's flash and cuDNN on the same problems in the same session.
 if wants bench; then
-  # A copy made by git archive has no repository: the caller names the commit in FLOE_COMMIT.
-  commit=${FLOE_COMMIT:-$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
   # shellcheck disable=SC2086  # bench_args is a list of words on purpose
   run_step bench "$results/bench.log" \
     env FLOE_COMMIT="$commit" "$build/tools/floe/floe" bench --json "$results/floe.json" $bench_args
@@ -254,7 +256,6 @@ counts_json() {
   echo "{"
   echo "  \"ok\": $([ $failed_steps = 0 ] && echo true || echo false),"
   echo "  \"level\": $(json_str "$level"), \"engine\": $(json_str "$engine"), \"kernels\": $(json_str "$kernels"),"
-  commit=$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
   echo "  \"commit\": $(json_str "$commit"),"
   echo "  \"gpu\": $(json_str "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"),"
   echo "  \"build_seconds\": $build_seconds,"
