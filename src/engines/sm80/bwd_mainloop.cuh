@@ -23,6 +23,11 @@ __device__ __forceinline__ int load_acquire(const int32_t* p) {
   return v;
 }
 
+__device__ __forceinline__ void release_add(int32_t* p, int v) {
+  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v)
+               : "memory");
+}
+
 template <class T, bool kScoreMod>
 struct BwdMainloop {
   using Element = typename T::Element;
@@ -284,9 +289,11 @@ struct BwdMainloop {
       }
       dq_accum_add<T::kThreads>(p.dq_accum + row_base * T::kDqk, acc_dq, tid);
       if (p.deterministic) {
-        __threadfence();
+        // Every warp's additions are issued; one thread publishes them (a gpu-scope release
+        // after the barrier is cumulative). A fence in every thread cost the mode 10 points
+        // (x1.27 against x1.17 at d128 S 4096, H200).
         __syncthreads();
-        if (tid == 0) atomicAdd(sem, 1);
+        if (tid == 0) release_add(sem, 1);
       }
 
       // dK += dS^T Q.
