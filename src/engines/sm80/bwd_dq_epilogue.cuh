@@ -2,8 +2,8 @@
 // accumulator into dQ = scale * accum, rounded to the element type and written through dQ's
 // strides. The accumulator tile is in the main kernel's thread order (bwd_dq_accum.cuh): this
 // kernel runs the main kernel's thread count and dQ TiledMMA, so thread t finds its element i at
-// dq_accum_offset(i, t) and its (row, col) from the same partition. Rows no key tile reached (past the batch's query
-// length, or outside the band) hold the preprocess's zeros.
+// dq_accum_offset(i, t) and its (row, col) from the same partition. Rows no key tile reached
+// (past the batch's query length, or outside the band) hold the preprocess's zeros.
 #pragma once
 
 #include <cute/tensor.hpp>
