@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Several versions of floe timed side by side in one GPU session: each source tree is built
+# (its own scripts/gpu-check.sh, sm_90a only, full kernel set) and its `floe bench` run on the
+# same problems, the versions taking turns round after round so that drift in the GPU's clocks
+# falls on all of them. Prints one table: median ms per problem and version, and each version's
+# time over the first one's.
+#
+#   scripts/ab.sh RESULTS_DIR [--rounds N] [--archs LIST] TREE... [-- floe bench options]
+#   e.g. scripts/ab.sh $OUT/ab .ab/main .ab/try -- --group sweep --direction bwd
+#
+# A tree is a folder with floe's sources, e.g. `scripts/ab-trees.sh REV...` (run here, before
+# the device call) writes one per revision under .ab/; carry .ab with the call.
+set -uo pipefail
+
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 2 ] || usage
+results=$1
+shift
+rounds=2
+archs=90a
+trees=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=${2:?--rounds needs a number}; shift ;;
+    --archs) archs=${2:?--archs needs a list}; shift ;;
+    --) shift; break ;;
+    -h|--help) usage ;;
+    *) trees+=("$(cd "$1" && pwd)") || exit 2 ;;
+  esac
+  shift
+done
+bench_args=("$@")
+[ ${#trees[@]} -ge 1 ] || usage
+mkdir -p "$results" || exit 2
+results=$(cd "$results" && pwd)
+
+names=()
+for t in "${trees[@]}"; do
+  name=$(basename "$t")
+  names+=("$name")
+  # The trees share the .deps of this checkout (CUTLASS, GoogleTest, ...).
+  [ -e "$t/.deps" ] || ln -sfn "$root/.deps" "$t/.deps"
+  echo "ab: building $name ..."
+  "$t/scripts/gpu-check.sh" "$results/$name-build" --archs "$archs" --steps configure,build \
+    --build-dir "/tmp/floe-ab-$name" >"$results/$name-build.txt" 2>&1 ||
+    { echo "ab: $name failed to build (see $results/$name-build.txt)"; exit 1; }
+done
+
+for r in $(seq 1 "$rounds"); do
+  for name in "${names[@]}"; do
+    echo "ab: round $r, $name"
+    FLOE_COMMIT="$name" "/tmp/floe-ab-$name/tools/floe/floe" bench \
+      --json "$results/$name-r$r.json" "${bench_args[@]}" >"$results/$name-r$r.txt" 2>&1 ||
+      echo "ab: $name round $r: floe bench failed (see $results/$name-r$r.txt)"
+  done
+done
+
+python3 - "$results" "$rounds" "${names[@]}" <<'PY'
+import json, os, statistics, sys
+results, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def key(r):
+    parts = [r["direction"], f"b{r['b']} h{r['h_q']}/{r['h_kv']}", f"s{r['s_q']}", f"d{r['d_qk']}"]
+    if r.get("d_v") != r.get("d_qk"): parts.append(f"dv{r['d_v']}")
+    if r.get("causal"): parts.append("causal")
+    if r.get("feature"): parts.append(r["feature"])
+    return " ".join(parts)
+times = {}  # key -> name -> [median ms of each round]
+for name in names:
+    for rd in range(1, rounds + 1):
+        path = os.path.join(results, f"{name}-r{rd}.json")
+        if not os.path.exists(path): continue
+        for r in json.load(open(path))["records"]:
+            if r.get("median_ms") is None: continue
+            times.setdefault(key(r), {}).setdefault(name, []).append(r["median_ms"])
+rows = []
+head = f"{'problem':44s}" + "".join(f"{n[:14]:>16s}" for n in names)
+print(head); rows.append(head)
+for k, per in times.items():
+    base = statistics.median(per[names[0]]) if names[0] in per else None
+    cells = []
+    for n in names:
+        if n not in per: cells.append(f"{'-':>16s}"); continue
+        m = statistics.median(per[n])
+        cells.append(f"{m:9.3f}" + (f" {m / base:5.3f}" if base and n != names[0] else " " * 6) + " ")
+    line = f"{k[:44]:44s}" + "".join(cells)
+    print(line); rows.append(line)
+open(os.path.join(results, "ab.txt"), "w").write("\n".join(rows) + "\n")
+PY
