@@ -43,4 +43,11 @@ __device__ __forceinline__ int opaque(int x) {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// a + b, saturated to the int32 range (the open sides of a band are INT32_MIN / INT32_MAX).
+__device__ __forceinline__ int add_sat(int a, int b) {
+  int r;
+  asm("add.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 }  // namespace floe::kernels

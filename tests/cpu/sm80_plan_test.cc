@@ -33,12 +33,10 @@ bool score_mod(const Problem& p) {
 bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   const TensorDesc& v = *p.tensor(TensorId::v);
+  const auto tile = detail::sm80::head_dim_tile_for(q.dims[3], v.dims[3]);
   if (p.direction() == Direction::backward) {
-    detail::sm80::BwdTile tile{};
-    if (!detail::sm80::bwd_tile_for(q.dims[3], v.dims[3], &tile)) return false;
     return detail::sm80::find_bwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
   }
-  const auto tile = detail::sm80::fwd_tile_for(q.dims[3], v.dims[3]);
   return detail::sm80::find_fwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
 }
 
@@ -192,9 +190,8 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
     // row, all over whole query tiles; a semaphore per query tile when deterministic.
     const TensorDesc& q = *n.problem.tensor(TensorId::q);
     const TensorDesc& v_desc = *n.problem.tensor(TensorId::v);
-    detail::sm80::BwdTile tile{};
-    ASSERT_TRUE(detail::sm80::bwd_tile_for(q.dims[3], v_desc.dims[3], &tile));
-    const auto& shape = detail::sm80::bwd_tile_shape(tile);
+    const auto& shape =
+        detail::sm80::bwd_tile_shape(detail::sm80::head_dim_tile_for(q.dims[3], v_desc.dims[3]));
     const size_t m_blocks = static_cast<size_t>((q.dims[2] + shape.block_m - 1) / shape.block_m);
     const size_t rows = static_cast<size_t>(q.dims[0] * q.dims[1]) * m_blocks * shape.block_m;
     std::vector<std::pair<std::string, size_t>> want = {
@@ -220,30 +217,33 @@ TEST(Sm80Plan, RanksFirst) {
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
   for (DType dt : {DType::f16, DType::bf16}) {
     for (bool mod : {false, true}) {
-      const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
+      const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::HeadDimTile::d128, dt, mod);
       ASSERT_NE(k, nullptr);
       EXPECT_EQ(k->smem_bytes,
-                detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
+                detail::sm80::fwd_tile_shape(detail::sm80::HeadDimTile::d128).smem_bytes());
       EXPECT_GT(k->threads, 0);
     }
   }
 }
 
 TEST(Sm80Plan, TileChoiceCoversEveryHeadDim) {
-  using detail::sm80::fwd_tile_for;
+  using detail::sm80::bwd_tile_shape;
   using detail::sm80::fwd_tile_shape;
-  using detail::sm80::FwdTile;
+  using detail::sm80::head_dim_tile_for;
+  using detail::sm80::HeadDimTile;
   for (int dqk = 8; dqk <= 256; dqk += 8) {
     for (int dv = 8; dv <= 256; dv += 8) {
-      const auto& s = fwd_tile_shape(fwd_tile_for(dqk, dv));
-      EXPECT_GE(s.d_qk, dqk);
-      EXPECT_GE(s.d_v, dv);
+      const HeadDimTile t = head_dim_tile_for(dqk, dv);
+      EXPECT_GE(fwd_tile_shape(t).d_qk, dqk);
+      EXPECT_GE(fwd_tile_shape(t).d_v, dv);
+      EXPECT_GE(bwd_tile_shape(t).d_qk, dqk);
+      EXPECT_GE(bwd_tile_shape(t).d_v, dv);
     }
   }
-  EXPECT_EQ(fwd_tile_for(64, 64), FwdTile::d64);
-  EXPECT_EQ(fwd_tile_for(128, 128), FwdTile::d128);
-  EXPECT_EQ(fwd_tile_for(192, 128), FwdTile::d192_128);
-  EXPECT_EQ(fwd_tile_for(192, 192), FwdTile::d256);
+  EXPECT_EQ(head_dim_tile_for(64, 64), HeadDimTile::d64);
+  EXPECT_EQ(head_dim_tile_for(128, 128), HeadDimTile::d128);
+  EXPECT_EQ(head_dim_tile_for(192, 128), HeadDimTile::d192_128);
+  EXPECT_EQ(head_dim_tile_for(192, 192), HeadDimTile::d256);
 }
 
 struct Declined {

@@ -6,7 +6,7 @@
 namespace floe::detail::sm80 {
 
 const BwdKernel* bwd_kernel_d128(DType dtype, bool score_mod) {
-  return BwdTileKernels<BwdTile::d128>::get(dtype, score_mod);
+  return BwdTileKernels<HeadDimTile::d128>::get(dtype, score_mod);
 }
 
 }  // namespace floe::detail::sm80

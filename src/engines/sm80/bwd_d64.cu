@@ -9,7 +9,7 @@ namespace floe::detail::sm80 {
 
 const BwdKernel* bwd_kernel_d64(DType dtype, bool score_mod) {
 #if !defined(FLOE_KERNELS_CI)
-  return BwdTileKernels<BwdTile::d64>::get(dtype, score_mod);
+  return BwdTileKernels<HeadDimTile::d64>::get(dtype, score_mod);
 #else
   (void)dtype;
   (void)score_mod;

@@ -36,15 +36,15 @@ const BwdKernel* bwd_kernel_d128(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d192_128(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d256(DType dtype, bool score_mod);
 
-inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod) {
+inline const BwdKernel* find_bwd_kernel(HeadDimTile tile, DType dtype, bool score_mod) {
   switch (tile) {
-    case BwdTile::d64:
+    case HeadDimTile::d64:
       return bwd_kernel_d64(dtype, score_mod);
-    case BwdTile::d128:
+    case HeadDimTile::d128:
       return bwd_kernel_d128(dtype, score_mod);
-    case BwdTile::d192_128:
+    case HeadDimTile::d192_128:
       return bwd_kernel_d192_128(dtype, score_mod);
-    case BwdTile::d256:
+    case HeadDimTile::d256:
       return bwd_kernel_d256(dtype, score_mod);
   }
   return nullptr;

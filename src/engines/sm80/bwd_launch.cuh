@@ -50,31 +50,19 @@ constexpr BwdKernel bwd_entry(const char* name) {
 }
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
-template <BwdTile kTile>
+template <HeadDimTile kTile>
 struct BwdTileKernels {
   using F16 = BwdTraits<kTile, cute::half_t>;
   using BF16 = BwdTraits<kTile, cute::bfloat16_t>;
 
   static const BwdKernel* get(DType dtype, bool score_mod) {
-    static const BwdKernel table[4] = {bwd_entry<F16, false>(kNames[static_cast<int>(kTile)][0]),
-                                       bwd_entry<F16, true>(kNames[static_cast<int>(kTile)][1]),
-                                       bwd_entry<BF16, false>(kNames[static_cast<int>(kTile)][2]),
-                                       bwd_entry<BF16, true>(kNames[static_cast<int>(kTile)][3])};
+    const auto& names = kKernelNames[1][static_cast<int>(kTile)];
+    static const BwdKernel table[4] = {
+        bwd_entry<F16, false>(names[0]), bwd_entry<F16, true>(names[1]),
+        bwd_entry<BF16, false>(names[2]), bwd_entry<BF16, true>(names[3])};
     if (dtype != DType::f16 && dtype != DType::bf16) return nullptr;
     return &table[(dtype == DType::bf16 ? 2 : 0) + (score_mod ? 1 : 0)];
   }
-
- private:
-  // "sm80_bwd_<tile>_<dtype>_<plain|scoremod>".
-  static constexpr const char* kNames[4][4] = {
-      {"sm80_bwd_d64_f16_plain", "sm80_bwd_d64_f16_scoremod", "sm80_bwd_d64_bf16_plain",
-       "sm80_bwd_d64_bf16_scoremod"},
-      {"sm80_bwd_d128_f16_plain", "sm80_bwd_d128_f16_scoremod", "sm80_bwd_d128_bf16_plain",
-       "sm80_bwd_d128_bf16_scoremod"},
-      {"sm80_bwd_d192x128_f16_plain", "sm80_bwd_d192x128_f16_scoremod",
-       "sm80_bwd_d192x128_bf16_plain", "sm80_bwd_d192x128_bf16_scoremod"},
-      {"sm80_bwd_d256_f16_plain", "sm80_bwd_d256_f16_scoremod", "sm80_bwd_d256_bf16_plain",
-       "sm80_bwd_d256_bf16_scoremod"}};
 };
 
 }  // namespace floe::detail::sm80

@@ -11,7 +11,7 @@ namespace floe::detail::sm80 {
 namespace {
 
 struct BwdChoice {
-  BwdTile tile = BwdTile::d128;
+  HeadDimTile tile = HeadDimTile::d128;
   bool score_mod = false;
   const BwdKernel* kernel = nullptr;
 };
@@ -20,10 +20,7 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   if (std::string why = check_target(target); !why.empty()) return why;
   if (std::string why = check_head_dims(f); !why.empty()) return why;
   BwdChoice c;
-  if (!bwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
-    return "internal: no backward tile for head dims d_qk = " + std::to_string(f.d_qk) +
-           ", d_v = " + std::to_string(f.d_v);
-  }
+  c.tile = head_dim_tile_for(f.d_qk, f.d_v);
   c.score_mod = needs_score_mod(f);
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   for (TensorId id : {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq}) {
@@ -42,8 +39,8 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   }
   c.kernel = find_bwd_kernel(c.tile, f.dtype, c.score_mod);
   if (std::string why =
-          check_kernel(c.kernel, std::string("backward tile ") + bwd_tile_name(c.tile), f.dtype,
-                       c.score_mod, target);
+          check_kernel(c.kernel, std::string("backward tile ") + head_dim_tile_name(c.tile),
+                       f.dtype, c.score_mod, target);
       !why.empty()) {
     return why;
   }

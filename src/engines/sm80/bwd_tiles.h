@@ -1,6 +1,9 @@
-// sm80 backward: the tile shapes, one per compiled head-dim tile. Plain constexpr data, read by
-// the planner (host, no CUDA) and by the kernels' traits, so both always agree.
+// sm80 backward: the tile shapes, one per compiled head-dim tile (head_dim_tile.h). Plain
+// constexpr data, read by the planner (host, no CUDA) and by the kernels' traits, so both always
+// agree.
 #pragma once
+
+#include "engines/sm80/head_dim_tile.h"
 
 namespace floe::detail::sm80 {
 
@@ -22,56 +25,19 @@ struct BwdTileShape {
   }
 };
 
-enum class BwdTile : int { d64 = 0, d128 = 1, d192_128 = 2, d256 = 3 };
-inline constexpr int kBwdTileCount = 4;
-
 // FlashAttention-2's shapes for these head dims (8 warps; 128 keys a CTA so each dK/dV row
 // block amortises the Q/dO traffic; 64 query rows at d128, where the dK and dV accumulators
 // take 128 registers a thread). The wide tiles own 64 keys and visit 64 query rows at a time
 // (dK, dV and the dQ product then take 64 + 64 + 64 registers at d256).
-inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
+inline constexpr BwdTileShape kBwdTiles[kHeadDimTileCount] = {
     /* d64      */ {64, 64, 128, 128, 8, 4, 4, 4},   // 160 KB smem
     /* d128     */ {128, 128, 64, 128, 8, 2, 4, 2},  // 160 KB
     /* d192x128 */ {192, 128, 64, 64, 8, 4, 2, 2},   // 136 KB
     /* d256     */ {256, 256, 64, 64, 8, 4, 2, 2},   // 208 KB: H100 / H200 class parts only
 };
 
-inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
+inline constexpr const BwdTileShape& bwd_tile_shape(HeadDimTile t) {
   return kBwdTiles[static_cast<int>(t)];
-}
-inline constexpr const char* bwd_tile_name(BwdTile t) {
-  switch (t) {
-    case BwdTile::d64:
-      return "d64";
-    case BwdTile::d128:
-      return "d128";
-    case BwdTile::d192_128:
-      return "d192x128";
-    case BwdTile::d256:
-      return "d256";
-  }
-  return "?";
-}
-
-// The smallest compiled tile that holds both head dims; false when none does.
-inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* out) {
-  if (d_qk <= 64 && d_v <= 64) {
-    *out = BwdTile::d64;
-    return true;
-  }
-  if (d_qk <= 128 && d_v <= 128) {
-    *out = BwdTile::d128;
-    return true;
-  }
-  if (d_qk <= 192 && d_v <= 128) {
-    *out = BwdTile::d192_128;
-    return true;
-  }
-  if (d_qk <= 256 && d_v <= 256) {
-    *out = BwdTile::d256;
-    return true;
-  }
-  return false;
 }
 
 }  // namespace floe::detail::sm80

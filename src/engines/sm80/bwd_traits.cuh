@@ -96,7 +96,7 @@ struct BwdTraitsT {
   static_assert(kSmemBytes == kShape.smem_bytes(), "bwd_tiles.h and the traits disagree");
 };
 
-template <BwdTile kTile, class Element>
+template <HeadDimTile kTile, class Element>
 using BwdTraits =
     BwdTraitsT<bwd_tile_shape(kTile).d_qk, bwd_tile_shape(kTile).d_v, bwd_tile_shape(kTile).block_m,
                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).warps,

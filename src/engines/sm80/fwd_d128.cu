@@ -6,9 +6,7 @@
 namespace floe::detail::sm80 {
 
 const FwdKernel* fwd_kernel_d128(DType dtype, bool score_mod) {
-  static const char* const names[4] = {"sm80_fwd_d128_f16_plain", "sm80_fwd_d128_f16_scoremod",
-                                       "sm80_fwd_d128_bf16_plain", "sm80_fwd_d128_bf16_scoremod"};
-  return FwdTileKernels<FwdTile::d128>::get(dtype, score_mod, names);
+  return FwdTileKernels<HeadDimTile::d128>::get(dtype, score_mod);
 }
 
 }  // namespace floe::detail::sm80

@@ -9,9 +9,7 @@ namespace floe::detail::sm80 {
 
 const FwdKernel* fwd_kernel_d64(DType dtype, bool score_mod) {
 #if !defined(FLOE_KERNELS_CI)
-  static const char* const names[4] = {"sm80_fwd_d64_f16_plain", "sm80_fwd_d64_f16_scoremod",
-                                       "sm80_fwd_d64_bf16_plain", "sm80_fwd_d64_bf16_scoremod"};
-  return FwdTileKernels<FwdTile::d64>::get(dtype, score_mod, names);
+  return FwdTileKernels<HeadDimTile::d64>::get(dtype, score_mod);
 #else
   (void)dtype;
   (void)score_mod;

@@ -27,15 +27,15 @@ const FwdKernel* fwd_kernel_d128(DType dtype, bool score_mod);
 const FwdKernel* fwd_kernel_d192_128(DType dtype, bool score_mod);
 const FwdKernel* fwd_kernel_d256(DType dtype, bool score_mod);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod) {
+inline const FwdKernel* find_fwd_kernel(HeadDimTile tile, DType dtype, bool score_mod) {
   switch (tile) {
-    case FwdTile::d64:
+    case HeadDimTile::d64:
       return fwd_kernel_d64(dtype, score_mod);
-    case FwdTile::d128:
+    case HeadDimTile::d128:
       return fwd_kernel_d128(dtype, score_mod);
-    case FwdTile::d192_128:
+    case HeadDimTile::d192_128:
       return fwd_kernel_d192_128(dtype, score_mod);
-    case FwdTile::d256:
+    case HeadDimTile::d256:
       return fwd_kernel_d256(dtype, score_mod);
   }
   return nullptr;

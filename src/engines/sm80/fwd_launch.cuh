@@ -30,12 +30,13 @@ constexpr FwdKernel fwd_entry(const char* name) {
 }
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
-template <FwdTile kTile>
+template <HeadDimTile kTile>
 struct FwdTileKernels {
   using F16 = FwdTraits<kTile, cute::half_t>;
   using BF16 = FwdTraits<kTile, cute::bfloat16_t>;
 
-  static const FwdKernel* get(DType dtype, bool score_mod, const char* const (&names)[4]) {
+  static const FwdKernel* get(DType dtype, bool score_mod) {
+    const auto& names = kKernelNames[0][static_cast<int>(kTile)];
     static const FwdKernel table[4] = {
         fwd_entry<F16, false>(names[0]), fwd_entry<F16, true>(names[1]),
         fwd_entry<BF16, false>(names[2]), fwd_entry<BF16, true>(names[3])};

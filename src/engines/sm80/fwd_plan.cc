@@ -12,7 +12,7 @@ namespace {
 
 // What the engine would run: the tile, and whether the scores need the score-mod kernel.
 struct FwdChoice {
-  FwdTile tile = FwdTile::d128;
+  HeadDimTile tile = HeadDimTile::d128;
   bool score_mod = false;
   const FwdKernel* kernel = nullptr;
 };
@@ -22,7 +22,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   if (f.backward()) return "internal: the forward chooser got a backward problem";
   if (std::string why = check_head_dims(f); !why.empty()) return why;
   FwdChoice c;
-  c.tile = fwd_tile_for(f.d_qk, f.d_v);
+  c.tile = head_dim_tile_for(f.d_qk, f.d_v);
   c.score_mod = needs_score_mod(f);
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   for (TensorId id : {TensorId::q, TensorId::o}) {
@@ -38,7 +38,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " query tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
-  if (std::string why = check_kernel(c.kernel, std::string("tile ") + fwd_tile_name(c.tile),
+  if (std::string why = check_kernel(c.kernel, std::string("tile ") + head_dim_tile_name(c.tile),
                                      f.dtype, c.score_mod, target);
       !why.empty()) {
     return why;

@@ -1,6 +1,9 @@
-// sm80 forward: the tile shapes, one per compiled head-dim tile. Plain constexpr data, read by
-// the planner (host, no CUDA) and by the kernels' traits, so both always agree.
+// sm80 forward: the tile shapes, one per compiled head-dim tile (head_dim_tile.h). Plain
+// constexpr data, read by the planner (host, no CUDA) and by the kernels' traits, so both always
+// agree.
 #pragma once
+
+#include "engines/sm80/head_dim_tile.h"
 
 namespace floe::detail::sm80 {
 
@@ -21,44 +24,20 @@ struct FwdTileShape {
   }
 };
 
-enum class FwdTile : int { d64 = 0, d128 = 1, d192_128 = 2, d256 = 3 };
-inline constexpr int kFwdTileCount = 4;
-
 // Measured on the H200 (bf16, 16k tokens): 128-row query tiles with 32 rows per warp (so each
 // K/V fragment read from shared memory feeds two m16 row blocks) where the registers allow; one
 // K and one V buffer alternating (FlashAttention-2 style) beat double buffering on every head
 // dim but 192/128, whose 32-key tiles leave too little work to hide a load under. Every tile
 // but d256 fits the 99 KB of sm_86/sm_89.
-inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
+inline constexpr FwdTileShape kFwdTiles[kHeadDimTileCount] = {
     /* d64      */ {64, 64, 128, 128, 4, 1, 2},   //  48 KB smem
     /* d128     */ {128, 128, 128, 64, 4, 1, 2},  //  64 KB
     /* d192_128 */ {192, 128, 128, 32, 4, 2, 2},  //  88 KB
     /* d256     */ {256, 256, 128, 64, 8, 1, 1},  // 128 KB: 16 rows per warp (acc_o is 128 regs)
 };
 
-inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
+inline constexpr const FwdTileShape& fwd_tile_shape(HeadDimTile t) {
   return kFwdTiles[static_cast<int>(t)];
-}
-inline constexpr const char* fwd_tile_name(FwdTile t) {
-  switch (t) {
-    case FwdTile::d64:
-      return "d64";
-    case FwdTile::d128:
-      return "d128";
-    case FwdTile::d192_128:
-      return "d192x128";
-    case FwdTile::d256:
-      return "d256";
-  }
-  return "?";
-}
-
-// The smallest compiled tile that holds both head dims (each a multiple of 8, at most 256).
-inline constexpr FwdTile fwd_tile_for(long long d_qk, long long d_v) {
-  if (d_qk <= 64 && d_v <= 64) return FwdTile::d64;
-  if (d_qk <= 128 && d_v <= 128) return FwdTile::d128;
-  if (d_qk <= 192 && d_v <= 128) return FwdTile::d192_128;
-  return FwdTile::d256;
 }
 
 }  // namespace floe::detail::sm80

@@ -84,13 +84,6 @@ __device__ __forceinline__ void apply_score_mod(Acc& acc, Coord const& coord, co
 // -inf. Only the tiles the band cuts call it, but at short causal lengths those are many: a
 // per-element test of three bounds (six instructions an element) was most of the forward's
 // excess instructions over flash's in ncu at D 64, S 512, causal.
-// a + b, saturated to the int32 range (the open sides of a band are INT32_MIN / INT32_MAX).
-__device__ __forceinline__ int add_sat(int a, int b) {
-  int r;
-  asm("add.sat.s32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
 template <class Acc, class Coord>
 __device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0, int n0,
                                            int diag_lo, int diag_hi, int skv_b) {
@@ -100,8 +93,8 @@ __device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0,
   // thread's side once; each element then compares constants against them.
   const int row0 = get<0>(coord(0)), col0 = get<1>(coord(0));
   const int d0 = (n0 + col0) - (m0 + row0);
-  const int lo = add_sat(diag_lo, -d0);
-  const int hi = add_sat(diag_hi, -d0);
+  const int lo = kernels::add_sat(diag_lo, -d0);
+  const int hi = kernels::add_sat(diag_hi, -d0);
   const int cols = skv_b - n0 - col0;
   CUTE_UNROLL
   for (int i = 0; i < size(acc); ++i) {
