@@ -5,8 +5,11 @@
 # falls on all of them. Prints one table: median ms per problem and version, and each version's
 # time over the first one's.
 #
-#   scripts/ab.sh RESULTS_DIR [--rounds N] [--archs LIST] TREE... [-- floe bench options]
+#   scripts/ab.sh RESULTS_DIR [--rounds N] [--archs LIST] TREE... [-- floe bench options [:: ...]]
 #   e.g. scripts/ab.sh $OUT/ab .ab/main .ab/try -- --group sweep --direction bwd
+#        scripts/ab.sh $OUT/ab .ab/main .ab/try -- --direction bwd --d-qk 64 --s-q 4096 --b 4 \
+#            --h-q 32 :: --direction fwd --d-qk 64 --s-q 512 --b 32 --h-q 32 --causal
+# `::` separates several `floe bench` calls, each timed in every round.
 #
 # A tree is a folder with floe's sources, e.g. `scripts/ab-trees.sh REV...` (run here, before
 # the device call) writes one per revision under .ab/; carry .ab with the call.
@@ -47,17 +50,28 @@ for t in "${trees[@]}"; do
     { echo "ab: $name failed to build (see $results/$name-build.txt)"; exit 1; }
 done
 
+# One bench call per `::`-separated group, its options kept as one string (no spaces inside).
+groups=()
+group=""
+for a in "${bench_args[@]}"; do
+  if [ "$a" = "::" ]; then groups+=("$group"); group=""; else group+="${group:+ }$a"; fi
+done
+groups+=("$group")
+
 for r in $(seq 1 "$rounds"); do
   for name in "${names[@]}"; do
-    echo "ab: round $r, $name"
-    FLOE_COMMIT="$name" "/tmp/floe-ab-$name/tools/floe/floe" bench \
-      --json "$results/$name-r$r.json" "${bench_args[@]}" >"$results/$name-r$r.txt" 2>&1 ||
-      echo "ab: $name round $r: floe bench failed (see $results/$name-r$r.txt)"
+    for g in "${!groups[@]}"; do
+      echo "ab: round $r, $name, bench ${groups[$g]}"
+      # shellcheck disable=SC2086  # the group's options split on spaces on purpose
+      FLOE_COMMIT="$name" "/tmp/floe-ab-$name/tools/floe/floe" bench \
+        --json "$results/$name-r$r-g$g.json" ${groups[$g]} >"$results/$name-r$r-g$g.txt" 2>&1 ||
+        echo "ab: $name round $r: floe bench failed (see $results/$name-r$r-g$g.txt)"
+    done
   done
 done
 
 python3 - "$results" "$rounds" "${names[@]}" <<'PY'
-import json, os, statistics, sys
+import glob, json, os, statistics, sys
 results, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def key(r):
     parts = [r["direction"], f"b{r['b']} h{r['h_q']}/{r['h_kv']}", f"s{r['s_q']}", f"d{r['d_qk']}"]
@@ -68,9 +82,8 @@ def key(r):
 times = {}  # key -> name -> [median ms of each round]
 for name in names:
     for rd in range(1, rounds + 1):
-        path = os.path.join(results, f"{name}-r{rd}.json")
-        if not os.path.exists(path): continue
-        for r in json.load(open(path))["records"]:
+        for path in sorted(glob.glob(os.path.join(results, f"{name}-r{rd}-g*.json"))):
+          for r in json.load(open(path))["records"]:
             if r.get("median_ms") is None: continue
             times.setdefault(key(r), {}).setdefault(name, []).append(r["median_ms"])
 rows = []
