@@ -50,4 +50,20 @@ __device__ __forceinline__ void cp_async_tile(Src const& src, Dst&& dst, Coord&&
   }
 }
 
+// The shared tile `dst` (static rows x cols) from the global tile at `base`, whose rows are
+// `row_stride` elements apart (32-bit offsets inside a tile: the planners check rows x stride <
+// 2^31), through `thr`, one thread's slice of a cp.async TiledCopy: rows past row_limit and
+// columns past col_limit are zero-filled.
+template <class ThrCopy, class Element, class Dst>
+__device__ __forceinline__ void cp_async_rows(ThrCopy const& thr, const Element* base,
+                                              int row_stride, Dst&& dst, int row_limit,
+                                              int col_limit) {
+  using namespace cute;
+  const auto shape = product_each(cute::shape(dst));  // (rows, cols), static
+  cp_async_tile(thr.partition_S(make_tensor(make_gmem_ptr(base),
+                                            make_layout(shape, make_stride(row_stride, _1{})))),
+                thr.partition_D(dst), thr.partition_S(make_identity_tensor(shape)), row_limit,
+                col_limit, base);
+}
+
 }  // namespace floe::kernels

@@ -75,17 +75,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   clear(acc_db);
   typename T::GmemLoad gmem_load;
   auto gthr = gmem_load.get_thread_slice(tid);
-  auto load = [&](const void* base, int64_t row_stride, int row_limit, int col_limit, auto rows,
-                  auto cols, auto&& dst) {
-    const Element* tile = static_cast<const Element*>(base);
-    kernels::cp_async_tile(
-        gthr.partition_S(make_tensor(
-            make_gmem_ptr(tile),
-            make_layout(make_shape(rows, cols), make_stride(static_cast<int>(row_stride), _1{})))),
-        gthr.partition_D(dst), gthr.partition_S(make_identity_tensor(make_shape(rows, cols))),
-        row_limit, col_limit, tile);
-  };
-
   const int b_end = p.bias_b == 1 ? p.b : bias_b + 1;
   const int h_end = p.bias_h == 1 ? p.h_q : bias_h + 1;
   for (int b = p.bias_b == 1 ? 0 : bias_b; b < b_end; ++b) {
@@ -99,18 +88,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int h = p.bias_h == 1 ? 0 : bias_h; h < h_end; ++h) {
       const int h_kv = h / p.group;
       __syncthreads();  // every warp is done with the previous pair's tiles
-      load(static_cast<const Element*>(p.q) + b * p.q_stride_b + h * p.q_stride_h +
-               static_cast<int64_t>(m0) * p.q_stride_s,
-           p.q_stride_s, sq_b - m0, p.d_qk, BM{}, DQK{}, sQ(_, _, 0));
-      load(static_cast<const Element*>(p.d_o) + b * p.do_stride_b + h * p.do_stride_h +
-               static_cast<int64_t>(m0) * p.do_stride_s,
-           p.do_stride_s, sq_b - m0, p.d_v, BM{}, DV{}, sdO(_, _, 0));
-      load(static_cast<const Element*>(p.k) + b * p.k_stride_b + h_kv * p.k_stride_h +
-               static_cast<int64_t>(n0) * p.k_stride_s,
-           p.k_stride_s, skv_b - n0, p.d_qk, BN{}, DQK{}, sK);
-      load(static_cast<const Element*>(p.v) + b * p.v_stride_b + h_kv * p.v_stride_h +
-               static_cast<int64_t>(n0) * p.v_stride_s,
-           p.v_stride_s, skv_b - n0, p.d_v, BN{}, DV{}, sV);
+      kernels::cp_async_rows(gthr,
+                             static_cast<const Element*>(p.q) + b * p.q_stride_b +
+                                 h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s,
+                             static_cast<int>(p.q_stride_s), sQ(_, _, 0), sq_b - m0, p.d_qk);
+      kernels::cp_async_rows(gthr,
+                             static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
+                                 h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s,
+                             static_cast<int>(p.do_stride_s), sdO(_, _, 0), sq_b - m0, p.d_v);
+      kernels::cp_async_rows(gthr,
+                             static_cast<const Element*>(p.k) + b * p.k_stride_b +
+                                 h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s,
+                             static_cast<int>(p.k_stride_s), sK, skv_b - n0, p.d_qk);
+      kernels::cp_async_rows(gthr,
+                             static_cast<const Element*>(p.v) + b * p.v_stride_b +
+                                 h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s,
+                             static_cast<int>(p.v_stride_s), sV, skv_b - n0, p.d_v);
       cp_async_fence();
 
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;

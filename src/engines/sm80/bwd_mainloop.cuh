@@ -69,20 +69,10 @@ struct BwdMainloop {
                               blk.h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s;
       const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_stride_b +
                               blk.h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(
-                                 make_gmem_ptr(k_tile),
-                                 make_layout(cute::Shape<BN, DQK>{},
-                                             make_stride(static_cast<int>(p.k_stride_s), _1{})))),
-                             gthr.partition_D(sK),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
-                             blk.skv_b - n0, p.d_qk, k_tile);
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(
-                                 make_gmem_ptr(v_tile),
-                                 make_layout(cute::Shape<BN, DV>{},
-                                             make_stride(static_cast<int>(p.v_stride_s), _1{})))),
-                             gthr.partition_D(sV),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
-                             blk.skv_b - n0, p.d_v, v_tile);
+      kernels::cp_async_rows(gthr, k_tile, static_cast<int>(p.k_stride_s), sK, blk.skv_b - n0,
+                             p.d_qk);
+      kernels::cp_async_rows(gthr, v_tile, static_cast<int>(p.v_stride_s), sV, blk.skv_b - n0,
+                             p.d_v);
     }
     auto load_q_do = [&](int h, int m_idx, int buf) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
@@ -91,20 +81,10 @@ struct BwdMainloop {
                               h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s;
       const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
                                h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(
-                                 make_gmem_ptr(q_tile),
-                                 make_layout(cute::Shape<BM, DQK>{},
-                                             make_stride(static_cast<int>(p.q_stride_s), _1{})))),
-                             gthr.partition_D(sQ(_, _, buf)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})),
-                             blk.sq_b - m0, p.d_qk, q_tile);
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(
-                                 make_gmem_ptr(do_tile),
-                                 make_layout(cute::Shape<BM, DV>{},
-                                             make_stride(static_cast<int>(p.do_stride_s), _1{})))),
-                             gthr.partition_D(sdO(_, _, buf)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BM, DV>{})),
-                             blk.sq_b - m0, p.d_v, do_tile);
+      kernels::cp_async_rows(gthr, q_tile, static_cast<int>(p.q_stride_s), sQ(_, _, buf),
+                             blk.sq_b - m0, p.d_qk);
+      kernels::cp_async_rows(gthr, do_tile, static_cast<int>(p.do_stride_s), sdO(_, _, buf),
+                             blk.sq_b - m0, p.d_v);
     };
     load_q_do(h_first, qt.begin, 0);
     cp_async_fence();

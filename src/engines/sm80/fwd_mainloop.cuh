@@ -64,10 +64,6 @@ struct FwdMainloop {
     // checks block rows x row stride < 2^31), which keeps the per-chunk addresses cheap.
     const int k_row = static_cast<int>(p.k_stride_s);
     const int v_row = static_cast<int>(p.v_stride_s);
-    auto q_tile =
-        make_layout(cute::Shape<BM, DQK>{}, make_stride(static_cast<int>(p.q_stride_s), _1{}));
-    auto k_tile = make_layout(cute::Shape<BN, DQK>{}, make_stride(k_row, _1{}));
-    auto v_tile = make_layout(cute::Shape<BN, DV>{}, make_stride(v_row, _1{}));
 
     // Global -> shared: cp.async, 16 bytes a thread, zero-filled past the actual rows and head
     // dims. The per-thread chunk offsets are recomputed for every tile from an opaque copy of the
@@ -77,18 +73,12 @@ struct FwdMainloop {
     auto load_k = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), k_tile)),
-                             gthr.partition_D(sK(_, _, stage)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DQK>{})),
-                             skv_b - n * kBlockN, p.d_qk, base);
+      kernels::cp_async_rows(gthr, base, k_row, sK(_, _, stage), skv_b - n * kBlockN, p.d_qk);
     };
     auto load_v = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = v_bh + static_cast<int64_t>(n) * kBlockN * p.v_stride_s;
-      kernels::cp_async_tile(gthr.partition_S(make_tensor(make_gmem_ptr(base), v_tile)),
-                             gthr.partition_D(sV(_, _, stage)),
-                             gthr.partition_S(make_identity_tensor(cute::Shape<BN, DV>{})),
-                             skv_b - n * kBlockN, p.d_v, base);
+      kernels::cp_async_rows(gthr, base, v_row, sV(_, _, stage), skv_b - n * kBlockN, p.d_v);
     };
 
     // Shared -> registers (ldmatrix) and the tensor-core partitions.
@@ -140,9 +130,7 @@ struct FwdMainloop {
     {
       auto gthr = gmem_load.get_thread_slice(tid);
       const Element* base = q_bh + m0 * p.q_stride_s;
-      kernels::cp_async_tile(
-          gthr.partition_S(make_tensor(make_gmem_ptr(base), q_tile)), gthr.partition_D(sQ),
-          gthr.partition_S(make_identity_tensor(cute::Shape<BM, DQK>{})), sq_b - m0, p.d_qk, base);
+      kernels::cp_async_rows(gthr, base, static_cast<int>(p.q_stride_s), sQ, sq_b - m0, p.d_qk);
     }
     load_k(tile_at(0), 0);
     cp_async_fence();
