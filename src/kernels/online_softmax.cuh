@@ -92,6 +92,9 @@ struct OnlineSoftmax {
   }
 
   // factor[r]: multiply the accumulated O of row r by it; lse[r]: the row's natural-log LSE.
+  // On the special-function unit and without branches: it runs once per CTA, but at short
+  // lengths the epilogue is a good part of a CTA's time. A row with a visible key or a finite
+  // sink has l >= 1 (the largest term is 2^0), where rcp and lg2 are accurate to about 2^-22.
   __device__ __forceinline__ void finalize(float scale_log2, bool has_sink, float sink,
                                            float (&factor)[kRows], float (&lse)[kRows]) const {
     CUTE_UNROLL
@@ -103,18 +106,13 @@ struct OnlineSoftmax {
       if (has_sink) {
         const float sink_log2 = sink * kLog2e;
         top = fmaxf(m, sink_log2);
-        if (top != -INFINITY) {
-          scale = exp2f(m - top);
-          l = l * scale + exp2f(sink_log2 - top);
-        }
+        const float base = top == -INFINITY ? 0.f : top;  // keeps -inf - -inf out
+        scale = fast_exp2(m - base);
+        l = l * scale + fast_exp2(sink_log2 - base);
       }
-      if (top == -INFINITY || !(l > 0.f)) {
-        factor[r] = 0.f;
-        lse[r] = -INFINITY;
-      } else {
-        factor[r] = scale / l;
-        lse[r] = (top + log2f(l)) * kLn2;
-      }
+      const bool empty = top == -INFINITY || !(l > 0.f);
+      factor[r] = empty ? 0.f : scale * fast_rcp(l);
+      lse[r] = empty ? -INFINITY : (top + fast_log2(l)) * kLn2;
     }
   }
 };

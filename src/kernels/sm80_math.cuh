@@ -1,5 +1,5 @@
-// Small device math for the sm80 attention kernels: the MUFU exp2 / reciprocal and the reductions
-// over the four lanes (a "quad") that share one row of an m16n8 MMA accumulator.
+// Small device math for the sm80 attention kernels: the MUFU exp2 / log2 / reciprocal and the
+// reductions over the four lanes (a "quad") that share one row of an m16n8 MMA accumulator.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ float fast_rcp(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// log2(x) on the special-function unit (absolute error about 2^-22 near 1, relative elsewhere;
+// log2(0) = -inf).
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/fast_divisor.h"
+
 namespace floe::kernels {
 
 struct QueryTile {
@@ -16,14 +18,19 @@ struct QueryTile {
   int b;        // batch
 };
 
-__device__ __forceinline__ QueryTile schedule_query_tile(uint32_t linear, int num_m_blocks, int h_q,
+// linear < 2^31 (the planner bounds the grid); m_blocks and h_q divide by the tile count and the
+// query head count.
+__device__ __forceinline__ QueryTile schedule_query_tile(uint32_t linear,
+                                                         const FastDivisor& m_blocks,
+                                                         const FastDivisor& h_q,
                                                          bool heavy_last_m) {
-  const uint32_t m = linear % static_cast<uint32_t>(num_m_blocks);
-  const uint32_t hb = linear / static_cast<uint32_t>(num_m_blocks);
+  const uint32_t hb = m_blocks.div(linear);
+  const uint32_t m = linear - hb * m_blocks.d;
+  const uint32_t b = h_q.div(hb);
   QueryTile t;
-  t.m_block = heavy_last_m ? num_m_blocks - 1 - static_cast<int>(m) : static_cast<int>(m);
-  t.h = static_cast<int>(hb % static_cast<uint32_t>(h_q));
-  t.b = static_cast<int>(hb / static_cast<uint32_t>(h_q));
+  t.m_block = heavy_last_m ? static_cast<int>(m_blocks.d - 1 - m) : static_cast<int>(m);
+  t.h = static_cast<int>(hb - b * h_q.d);
+  t.b = static_cast<int>(b);
   return t;
 }
 

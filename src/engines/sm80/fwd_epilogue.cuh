@@ -32,12 +32,19 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   Tensor tOcO = thr_mma.partition_C(make_identity_tensor(cute::Shape<BM, DV>{}));
   auto o = kernels::acc_row_col(acc_o);
   auto oc = kernels::acc_row_col(tOcO);
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const bool valid = m0 + get<0>(oc(r, 0)) < sq_b;
+  if (m0 + T::kBlockM <= sq_b) {
     CUTE_UNROLL
-    for (int c = 0; c < size<1>(o); ++c)
-      o(r, c) = valid ? o(r, c) * factor[r] : 0.f;  // select: no NaN leaks
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= factor[r];
+    }
+  } else {  // rows past the batch's query length: a select, so no NaN leaks into them
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const bool valid = m0 + get<0>(oc(r, 0)) < sq_b;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) = valid ? o(r, c) * factor[r] : 0.f;
+    }
   }
 
   if (p.stats != nullptr && tid % 4 == 0) {  // one lane of the quad that shares a row

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   const int tid = static_cast<int>(threadIdx.x);
 
   const kernels::QueryTile tile =
-      kernels::schedule_query_tile(blockIdx.x, p.num_m_blocks, p.h_q, p.heavy_last_m);
+      kernels::schedule_query_tile(blockIdx.x, p.m_blocks_div, p.h_q_div, p.heavy_last_m);
   int sq_b = p.s_q, skv_b = p.s_kv;
   if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[tile.b], 0), p.s_q);
   if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[tile.b], 0), p.s_kv);

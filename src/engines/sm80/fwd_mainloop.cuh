@@ -53,7 +53,7 @@ struct FwdMainloop {
 
     // Global views: this (batch, head)'s rows, 64-bit offsets; K and V indexed by kv head.
     const int m0 = tile.m_block * kBlockM;
-    const int h_kv = tile.h / p.group;
+    const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(tile.h)));
     const Element* q_bh =
         static_cast<const Element*>(p.q) + tile.b * p.q_stride_b + tile.h * p.q_stride_h;
     const Element* k_bh =
@@ -167,7 +167,7 @@ struct FwdMainloop {
 
       if constexpr (kScoreMod) apply_score_mod(acc_s, tScS, p, bias_bh, m0, n * kBlockN);
       if constexpr (kMasked)
-        apply_mask(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
+        apply_mask<kBlockM>(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
       softmax.update(acc_s, acc_o, scale_log2);
 
       Tensor rP = kernels::convert_fragment<Element>(acc_s);

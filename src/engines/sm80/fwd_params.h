@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/band_mask.h"
+#include "kernels/fast_divisor.h"
 
 namespace floe::detail::sm80 {
 
@@ -48,6 +49,8 @@ struct FwdParams {
 
   int32_t num_m_blocks = 0;   // ceil(s_q / block_m)
   bool heavy_last_m = false;  // true: high query tiles see more keys, schedule them first
+  // The kernel's divisions (CTA index -> query tile, head, batch; query head -> kv head).
+  kernels::FastDivisor m_blocks_div, h_q_div, group_div;
 };
 
 }  // namespace floe::detail::sm80

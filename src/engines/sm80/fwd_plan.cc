@@ -72,6 +72,9 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   // Bounded on the right only (causal and the like): later query tiles see more keys.
   p.heavy_last_m = f.mask.right.has_value() && !f.mask.left.has_value();
+  p.m_blocks_div = kernels::FastDivisor(static_cast<uint32_t>(p.num_m_blocks));
+  p.h_q_div = kernels::FastDivisor(static_cast<uint32_t>(p.h_q));
+  p.group_div = kernels::FastDivisor(static_cast<uint32_t>(p.group));
   return p;
 }
 

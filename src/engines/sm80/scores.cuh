@@ -81,26 +81,43 @@ __device__ __forceinline__ void apply_score_mod(Acc& acc, Coord const& coord, co
 }
 
 // Scores of keys a row may not see (outside the band, or past the batch's key length) become
-// -inf. Only the tiles the band cuts call it, but at short causal lengths those are many: a
-// per-element test of three bounds (six instructions an element) was most of the forward's
-// excess instructions over flash's in ncu at D 64, S 512, causal.
-template <class Acc, class Coord>
+// -inf. Only the tiles the band cuts call it, but at short causal lengths those are many, so the
+// per-element work is the least it can be: each row of the thread's fragment turns the bounds
+// into a column interval once, and each element compares its compile-time column against it.
+// A tile with no key left of the band (every causal tile) tests one side only: one compare and
+// one select an element, as many as a per-row limit allows.
+template <int kBlockM, class Acc, class Coord>
 __device__ __forceinline__ void apply_mask(Acc& acc, Coord const& coord, int m0, int n0,
                                            int diag_lo, int diag_hi, int skv_b) {
   using namespace cute;
-  // Element i sits at a compile-time offset from the thread's first element: its distance from
-  // the diagonal is d0 + (dc - dr) and its key n0 + col0 + dc. The three bounds move to the
-  // thread's side once; each element then compares constants against them.
-  const int row0 = get<0>(coord(0)), col0 = get<1>(coord(0));
+  auto s = kernels::acc_row_col(acc);
+  auto c = kernels::acc_row_col(coord);
+  // Element (r, j) is at row offset dr and column offset dc from the thread's first element;
+  // key - query = d0 + dc - dr must lie in [diag_lo, diag_hi] and the key below skv_b:
+  // dc in [diag_lo - d0 + dr, diag_hi - d0 + dr] and dc < cols. dr and dc are constants.
+  const int row0 = get<0>(c(0, 0)), col0 = get<1>(c(0, 0));
   const int d0 = (n0 + col0) - (m0 + row0);
   const int lo = kernels::add_sat(diag_lo, -d0);
   const int hi = kernels::add_sat(diag_hi, -d0);
-  const int cols = skv_b - n0 - col0;
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc); ++i) {
-    const int dc = get<1>(coord(i)) - col0;
-    const int dd = dc - (get<0>(coord(i)) - row0);
-    if (dc >= cols || dd < lo || dd > hi) acc(i) = -INFINITY;
+  const int last_col = skv_b - n0 - col0 - 1;
+  auto mask_rows = [&](auto test_lo) __attribute__((always_inline)) {
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(s); ++r) {
+      const int dr = get<0>(c(r, 0)) - row0;
+      const int first = kernels::add_sat(lo, dr);
+      const int last = min(kernels::add_sat(hi, dr), last_col);
+      CUTE_UNROLL
+      for (int j = 0; j < size<1>(s); ++j) {
+        const int dc = get<1>(c(r, j)) - col0;
+        if (dc > last || (decltype(test_lo)::value && dc < first)) s(r, j) = -INFINITY;
+      }
+    }
+  };
+  // Uniform across the CTA: the tile's lowest key - query is n0 - (m0 + kBlockM - 1).
+  if (n0 - (m0 + kBlockM - 1) >= diag_lo) {
+    mask_rows(cute::false_type{});
+  } else {
+    mask_rows(cute::true_type{});
   }
 }
 
