@@ -38,7 +38,9 @@ bench_args=("$@")
 mkdir -p "$results" || exit 2
 results=$(cd "$results" && pwd)
 
+# The builds run side by side: each one's last, longest kernel files would leave cores idle.
 names=()
+pids=()
 for t in "${trees[@]}"; do
   name=$(basename "$t")
   names+=("$name")
@@ -46,8 +48,12 @@ for t in "${trees[@]}"; do
   [ -e "$t/.deps" ] || ln -sfn "$root/.deps" "$t/.deps"
   echo "ab: building $name ..."
   "$t/scripts/gpu-check.sh" "$results/$name-build" --archs "$archs" --steps configure,build \
-    --build-dir "/tmp/floe-ab-$name" >"$results/$name-build.txt" 2>&1 ||
-    { echo "ab: $name failed to build (see $results/$name-build.txt)"; exit 1; }
+    --build-dir "/tmp/floe-ab-$name" >"$results/$name-build.txt" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" ||
+    { echo "ab: ${names[$i]} failed to build (see $results/${names[$i]}-build.txt)"; exit 1; }
 done
 
 # One bench call per `::`-separated group, its options kept as one string (no spaces inside).
