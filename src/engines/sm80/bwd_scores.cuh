@@ -50,7 +50,7 @@ __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord
     }
   }
   if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
-    apply_mask<T::kBlockM>(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
+    mask_scores_either<T::kBlockM>(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
   }
 }
 

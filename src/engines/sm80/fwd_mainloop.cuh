@@ -1,9 +1,8 @@
 // sm80 forward: the collective main loop of one CTA. Loads its Q tile once, then streams the
-// key tiles it must visit
-// through `kStages` K and `kStages` V buffers with cp.async, and for each tile computes
-// S = Q K^T, applies the score policy (scores.cuh), the online softmax, and O += P V.
-// Tiles the band or the key length cuts run the masked variant of the step; the others run a
-// variant with no mask code at all.
+// key tiles it must visit through `kStages` K and `kStages` V buffers with cp.async, and for
+// each tile computes S = Q K^T, applies the score policy (scores.cuh), the online softmax, and
+// O += P V. Tiles the band or the key length cuts run a masked variant of the step (one-sided
+// where the CTA's tiles allow it); the others run a variant with no mask code at all.
 //
 // Pipeline: the cp.async groups alternate K_0 (with Q), V_0, K_1, V_1, ...; V_{t+S-1} is issued
 // once every warp has passed the barrier that ends tile t-1 (its V buffer is free), K_{t+S} once
@@ -23,6 +22,9 @@
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
+
+// A step of the main loop with no mask (kMaskRight and kMaskBand: scores.cuh).
+inline constexpr int kNoMask = 0;
 
 template <class T, bool kScoreMod>
 struct FwdMainloop {
@@ -144,8 +146,9 @@ struct FwdMainloop {
 
     // Forced inline: the accumulators must stay in registers (a called step would pass them
     // through the stack).
-    auto step = [&](int t, auto masked) __attribute__((always_inline)) {
-      constexpr bool kMasked = decltype(masked)::value;
+    // mask: kNoMask, kMaskRight or kMaskBand (scores.cuh), a compile-time constant.
+    auto step = [&](int t, auto mask) __attribute__((always_inline)) {
+      constexpr int kMask = decltype(mask)::value;
       const int stage = kStages == 1 ? 0 : t % kStages;
       const int n = tile_at(t);
 
@@ -166,8 +169,8 @@ struct FwdMainloop {
       cp_async_fence();
 
       if constexpr (kScoreMod) apply_score_mod(acc_s, tScS, p, bias_bh, m0, n * kBlockN);
-      if constexpr (kMasked)
-        apply_mask<kBlockM>(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
+      if constexpr (kMask != kNoMask)
+        mask_scores<kMask>(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
       softmax.update(acc_s, acc_o, scale_log2);
 
       Tensor rP = kernels::convert_fragment<Element>(acc_s);
@@ -175,11 +178,19 @@ struct FwdMainloop {
       kernels::gemm_reg_smem(mma, acc_o, tOrP, tOrVt, tOsVt(_, _, _, stage), tOrVt_view, v_copy);
     };
 
+    // The masked tiles take the one-sided mask when none of them has a key left of the band
+    // (causal, and any band open on the left): decided once, a loop for each, so that the
+    // element tests of the other variant are not issued.
     int t = 0;
+    if (kt.begin * kBlockN - (m0 + kBlockM - 1) >= kt.diag_lo) {
+      CUTE_NO_UNROLL
+      for (; t < n_masked; ++t) step(t, cute::Int<kMaskRight>{});
+    } else {
+      CUTE_NO_UNROLL
+      for (; t < n_masked; ++t) step(t, cute::Int<kMaskBand>{});
+    }
     CUTE_NO_UNROLL
-    for (; t < n_masked; ++t) step(t, cute::true_type{});
-    CUTE_NO_UNROLL
-    for (; t < n_tiles; ++t) step(t, cute::false_type{});
+    for (; t < n_tiles; ++t) step(t, cute::Int<kNoMask>{});
   }
 };
 
