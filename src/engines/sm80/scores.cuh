@@ -131,19 +131,11 @@ __device__ __forceinline__ void mask_scores(Acc& acc, Coord const& coord, int m0
 template <int kBlockM, class Acc, class Coord>
 __device__ __forceinline__ void mask_scores_either(Acc& acc, Coord const& coord, int m0, int n0,
                                                    int diag_lo, int diag_hi, int skv_b) {
-  using namespace cute;
-  auto s = kernels::acc_row_col(acc);
-  auto c = kernels::acc_row_col(coord);
-  const int row0 = get<0>(c(0, 0)), col0 = get<1>(c(0, 0));
-  const int d0 = (n0 + col0) - (m0 + row0);
-  const int lo = kernels::add_sat(diag_lo, -d0);
-  const int hi = kernels::add_sat(diag_hi, -d0);
-  const int last_col = skv_b - n0 - col0 - 1;
   // Uniform across the CTA: the tile's lowest key - query is n0 - (m0 + kBlockM - 1).
   if (n0 - (m0 + kBlockM - 1) >= diag_lo) {
-    mask_rows<false>(s, c, row0, col0, lo, hi, last_col);
+    mask_scores<kMaskRight>(acc, coord, m0, n0, diag_lo, diag_hi, skv_b);
   } else {
-    mask_rows<true>(s, c, row0, col0, lo, hi, last_col);
+    mask_scores<kMaskBand>(acc, coord, m0, n0, diag_lo, diag_hi, skv_b);
   }
 }
 
