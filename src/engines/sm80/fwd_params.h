@@ -31,7 +31,7 @@ struct FwdParams {
   int64_t stats_stride_b = 0, stats_stride_h = 0, stats_stride_s = 0;
   int64_t bias_stride_b = 0, bias_stride_h = 0, bias_stride_s = 0;
 
-  int32_t b = 0, h_q = 0, group = 1;  // kv head = h / group
+  int32_t b = 0;
   int32_t s_q = 0, s_kv = 0, d_qk = 0, d_v = 0;
 
   // Scores. The plain kernel (no softcap, no bias, scale > 0) keeps raw q.k and folds the scale
@@ -47,9 +47,9 @@ struct FwdParams {
   BandMask mask;          // unset bounds: unbounded; the offset uses the batch's actual lengths
   bool has_mask = false;  // any bound set
 
-  int32_t num_m_blocks = 0;   // ceil(s_q / block_m)
   bool heavy_last_m = false;  // true: high query tiles see more keys, schedule them first
-  // The kernel's divisions (CTA index -> query tile, head, batch; query head -> kv head).
+  // The kernel's divisors, by the query tile count ceil(s_q / block_m), by Hq, and by the group
+  // Hq / Hkv (kv head = h / group): CTA index -> query tile, head, batch; query head -> kv head.
   kernels::FastDivisor m_blocks_div, h_q_div, group_div;
 };
 

@@ -61,20 +61,18 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
     if (f.bias_broadcast_h() || f.t(TensorId::bias).dims[1] == 1) p.bias_stride_h = 0;
   }
   p.b = static_cast<int32_t>(f.b);
-  p.h_q = static_cast<int32_t>(f.h_q);
-  p.group = static_cast<int32_t>(f.group);
   p.s_q = static_cast<int32_t>(f.s_q);
   p.s_kv = static_cast<int32_t>(f.s_kv);
   p.d_qk = static_cast<int32_t>(f.d_qk);
   p.d_v = static_cast<int32_t>(f.d_v);
   fill_scores(f, p);
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   // Bounded on the right only (causal and the like): later query tiles see more keys.
   p.heavy_last_m = f.mask.right.has_value() && !f.mask.left.has_value();
-  p.m_blocks_div = kernels::FastDivisor(static_cast<uint32_t>(p.num_m_blocks));
-  p.h_q_div = kernels::FastDivisor(static_cast<uint32_t>(p.h_q));
-  p.group_div = kernels::FastDivisor(static_cast<uint32_t>(p.group));
+  p.m_blocks_div =
+      kernels::FastDivisor(static_cast<uint32_t>((f.s_q + shape.block_m - 1) / shape.block_m));
+  p.h_q_div = kernels::FastDivisor(static_cast<uint32_t>(f.h_q));
+  p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
 
@@ -114,7 +112,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   }
   const FwdParams params = make_params(facts, c);
   const unsigned grid =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+      static_cast<unsigned>(static_cast<int64_t>(params.m_blocks_div.d) * facts.h_q * facts.b);
   if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid));
