@@ -242,8 +242,10 @@ if hasattr(torch._C, "_cuda_getCurrentRawStream"):
 def _new_o(q: Tensor, v: Tensor) -> Tensor:
     # [B, Hq, Sq, Dv] laid out as [B, Sq, Hq, Dv], as FlashAttention returns it: the usual
     # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view.
-    b, h_q, s_q = q.shape[0], q.shape[1], q.shape[2]
-    return torch.empty((b, s_q, h_q, v.shape[3]), dtype=q.dtype, device=q.device).transpose(1, 2)
+    b, h_q, s_q, _ = q.shape
+    d_v = v.shape[3]
+    return torch.empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1),
+                               dtype=q.dtype, device=q.device)
 
 
 def _new_lse(q: Tensor) -> Tensor:

@@ -11,6 +11,8 @@ looked up before floe replaces it. ``deactivate()`` restores PyTorch's kernels.
 
 
 
+import functools
+
 import torch
 
 from . import _ops
@@ -38,45 +40,51 @@ class _Handle:
             self.library = None
 
 
+def _sdpa_forward(original, keyset, query, key, value, dropout_p=0.0, is_causal=False,
+                  return_debug_mask=False, *, scale=None):
+    """aten::_scaled_dot_product_flash_attention on floe; PyTorch's kernel for the rest."""
+    if dropout_p == 0.0 and not return_debug_mask:
+        try:
+            o, lse = _ops._forward(query, key, value, None, None, None, None, scale, None, 0,
+                                   None, 0 if is_causal else None, False, "auto")
+        except FloeError:
+            pass
+        else:
+            dev = query.device
+            rng = torch.zeros((2,), dtype=torch.uint64, device=dev)
+            offset = torch.zeros((), dtype=torch.uint64, device=dev)
+            debug = torch.empty(0, dtype=query.dtype, device=dev)
+            return (o, lse, None, None, query.shape[2], key.shape[2], rng, offset, debug)
+    return original.call_boxed(keyset, query, key, value, dropout_p, is_causal,
+                               return_debug_mask, scale=scale)
+
+
+def _sdpa_backward(original, keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q,
+                   cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset,
+                   *, scale=None):
+    """aten::_scaled_dot_product_flash_attention_backward on floe (its LSE is floe's: natural
+    log, [B, H, Sq], so a forward of PyTorch's is served too); PyTorch's kernel for the rest."""
+    if dropout_p == 0.0 and cum_seq_q is None and cum_seq_k is None:
+        try:
+            dq, dk, dv, _, _ = _ops._backward_impl(
+                grad_out, query, key, value, out, logsumexp, None, None, None, None, scale, None,
+                0, None, 0 if is_causal else None, torch.are_deterministic_algorithms_enabled(),
+                False, "auto")
+            return dq, dk, dv
+        except FloeError:
+            pass
+    return original.call_boxed(keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q,
+                               cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+                               philox_offset, scale=scale)
+
+
 def _register():
-    original_fwd = torch.library.get_kernel(f"aten::{_FWD}", "CUDA")
-    original_bwd = torch.library.get_kernel(f"aten::{_BWD}", "CUDA")
-
-    def forward(keyset, query, key, value, dropout_p=0.0, is_causal=False,
-                return_debug_mask=False, *, scale=None):
-        if dropout_p == 0.0 and not return_debug_mask:
-            try:
-                o, lse = _ops._forward(query, key, value, None, None, None, None, scale, None,
-                                       0, None, 0 if is_causal else None, False, "auto")
-            except FloeError:
-                pass
-            else:
-                dev = query.device
-                rng = torch.zeros((2,), dtype=torch.uint64, device=dev)
-                offset = torch.zeros((), dtype=torch.uint64, device=dev)
-                debug = torch.empty(0, dtype=query.dtype, device=dev)
-                return (o, lse, None, None, query.shape[2], key.shape[2], rng, offset, debug)
-        return original_fwd.call_boxed(keyset, query, key, value, dropout_p, is_causal,
-                                       return_debug_mask, scale=scale)
-
-    def backward(keyset, grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k,
-                 max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
-        if dropout_p == 0.0 and cum_seq_q is None and cum_seq_k is None:
-            try:
-                dq, dk, dv, _, _ = _ops._backward_impl(
-                    grad_out, query, key, value, out, logsumexp, None, None, None, None, scale,
-                    None, 0, None, 0 if is_causal else None,
-                    torch.are_deterministic_algorithms_enabled(), False, "auto")
-                return dq, dk, dv
-            except FloeError:
-                pass
-        return original_bwd.call_boxed(keyset, grad_out, query, key, value, out, logsumexp,
-                                       cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal,
-                                       philox_seed, philox_offset, scale=scale)
-
+    # PyTorch's kernels, looked up before floe's replace them: the fallback.
+    fwd = functools.partial(_sdpa_forward, torch.library.get_kernel(f"aten::{_FWD}", "CUDA"))
+    bwd = functools.partial(_sdpa_backward, torch.library.get_kernel(f"aten::{_BWD}", "CUDA"))
     lib = torch.library.Library("aten", "IMPL", "CUDA")
-    lib.impl(_FWD, forward, "CUDA", with_keyset=True)
-    lib.impl(_BWD, backward, "CUDA", with_keyset=True)
+    lib.impl(_FWD, fwd, "CUDA", with_keyset=True)
+    lib.impl(_BWD, bwd, "CUDA", with_keyset=True)
     return _Handle(lib)
 
 

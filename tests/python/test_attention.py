@@ -478,3 +478,47 @@ def test_drop_in_sdpa_runs_floe():
         before = floe.plan_cache_info()
         F.scaled_dot_product_attention(q, k, v, is_causal=True)
         assert floe.plan_cache_info() == before
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_drop_in_kernels_match_floe_attention(causal):
+    # The kernels floe.torch registers for aten's flash ops, called directly (CPU tensors: the
+    # registration itself is for CUDA and is tested above on a GPU).
+    import floe.torch as ft
+
+    torch.manual_seed(17)
+    q = rand(2, 4, 40, 64, requires_grad=False)
+    k = rand(2, 2, 40, 64, requires_grad=False)
+    v = rand(2, 2, 40, 64, requires_grad=False)
+    out = ft._sdpa_forward(None, None, q, k, v, 0.0, causal, False, scale=0.2)
+    o, lse = floe.attention(q, k, v, causal=causal, scale=0.2, return_lse=True)
+    assert torch.equal(out[0], o) and torch.equal(out[1], lse)
+    assert out[4:6] == (40, 40)
+    d_o = torch.randn_like(o)
+    dq, dk, dv = ft._sdpa_backward(None, None, d_o, q, k, v, out[0], out[1], None, None, 40, 40,
+                                   0.0, causal, out[6], out[7], scale=0.2)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    og = floe.attention(qg, kg, vg, causal=causal, scale=0.2)
+    want = torch.autograd.grad(og, (qg, kg, vg), d_o)
+    for a, b in zip((dq, dk, dv), want):
+        assert torch.equal(a, b)
+
+
+def test_drop_in_falls_back_to_pytorch():
+    import floe.torch as ft
+
+    class Original:
+        def call_boxed(self, keyset, *args, **kwargs):
+            self.called = (keyset, args, kwargs)
+            return "pytorch"
+
+    q = rand(1, 2, 16, 64, requires_grad=False)
+    original = Original()
+    assert ft._sdpa_forward(original, "keys", q, q, q, 0.1) == "pytorch"  # dropout
+    assert original.called[0] == "keys" and original.called[1][3] == 0.1
+    assert ft._sdpa_forward(original, "keys", q, q, q, 0.0, False, True) == "pytorch"  # debug
+    f = q.float()  # floe declines float32: PyTorch's kernel serves it
+    assert ft._sdpa_forward(original, "keys", f, f, f) == "pytorch"
+    lse = torch.zeros(1, 2, 16)
+    assert ft._sdpa_backward(original, "keys", f, f, f, f, f, lse, None, None, 16, 16, 0.0,
+                             False, None, None) == "pytorch"
