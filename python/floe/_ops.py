@@ -150,7 +150,7 @@ def _check_operands(shape, bias, sink, seq_len_q, seq_len_kv):
     _check_dims(seq_len_kv, "seq_len_kv", (b,), "([B])")
 
 
-def _device_code(q: Tensor, *others: Optional[Tensor]) -> int:
+def _device_code(arch: int, q: Tensor, *others: Optional[Tensor]) -> int:
     for name, t in zip(("k", "v", "bias", "sink", "seq_len_q", "seq_len_kv"), others):
         if t is not None and t.device != q.device:
             raise FloeError(
@@ -158,16 +158,16 @@ def _device_code(q: Tensor, *others: Optional[Tensor]) -> int:
             )
     if q.device.type == "cuda":
         return q.device.index
-    if q.device.type == "cpu":
+    if q.device.type == "cpu" or (arch > 0 and q.device.type == "meta"):
         return -1
     raise FloeError(f"invalid argument: tensor 'q' device: is {q.device}, must be cuda or cpu")
 
 
 def _build_forward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
-                   left, right, deterministic, engine):
+                   left, right, deterministic, engine, arch=0):
     shape = _shape7(q, k, v)
     _check_operands(shape, bias, sink, seq_len_q, seq_len_kv)
-    device = _device_code(q, k, v, bias, sink, seq_len_q, seq_len_kv)
+    device = _device_code(arch, q, k, v, bias, sink, seq_len_q, seq_len_kv)
     tensors = [None] * _N_TENSORS
     tensors[_Q], tensors[_K], tensors[_V] = _spec(q, "q"), _spec(k, "k"), _spec(v, "v")
     tensors[_O], tensors[_STATS] = _spec(o, "o"), _spec(lse, "stats")
@@ -177,18 +177,18 @@ def _build_forward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, so
         False, tensors[_Q][0], shape, tensors,
         None if bias is None else (bias.shape[0], bias.shape[1]), False, sink is not None,
         seq_len_q is not None, seq_len_kv is not None, True, scale, softcap, align, left, right,
-        deterministic, device, engine)
+        deterministic, device, engine, arch)
 
 
 def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv, dbias,
-                    dsink, scale, softcap, align, left, right, deterministic, engine):
+                    dsink, scale, softcap, align, left, right, deterministic, engine, arch=0):
     shape = _shape7(q, k, v)
     _check_operands(shape, bias, sink, seq_len_q, seq_len_kv)
     b, h_q, _, s_q, _, _, d_v = shape
     _check_dims(o, "o", (b, h_q, s_q, d_v), "([B, Hq, Sq, Dv])")
     _check_dims(d_o, "do", (b, h_q, s_q, d_v), "([B, Hq, Sq, Dv])")
     _check_dims(lse, "stats", (b, h_q, s_q), "([B, Hq, Sq])")
-    device = _device_code(q, k, v, bias, sink, seq_len_q, seq_len_kv)
+    device = _device_code(arch, q, k, v, bias, sink, seq_len_q, seq_len_kv)
     tensors = [None] * _N_TENSORS
     for i, (t, n) in enumerate(((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "stats"),
                                 (bias, "bias"), (sink, "sink"), (seq_len_q, "seq_len_q"),
@@ -199,7 +199,7 @@ def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq,
         True, tensors[_Q][0], shape, tensors,
         None if bias is None else (bias.shape[0], bias.shape[1]), dbias is not None,
         sink is not None, seq_len_q is not None, seq_len_kv is not None, True, scale, softcap,
-        align, left, right, deterministic, device, engine)
+        align, left, right, deterministic, device, engine, arch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,8 +439,8 @@ class _EagerAttention(torch.autograd.Function):
 
 def _eager(q: Tensor) -> bool:
     """True where the custom op's dispatch can be skipped: plain tensors, no tracing, no mode
-    (torch.compile, export, fake tensors and dispatch modes all see floe::fwd)."""
-    return (not torch.compiler.is_compiling() and type(q) is Tensor
+    (torch.compile, export, fake and meta tensors and dispatch modes all see floe::fwd)."""
+    return (not torch.compiler.is_compiling() and type(q) is Tensor and not q.is_meta
             and _dispatch_stack_len() == 0)
 
 
@@ -499,9 +499,11 @@ class Explanation(NamedTuple):
 def explain(q: Tensor, k: Tensor, v: Tensor, *, backward: bool = False, causal=False,
             window=None, bias=None, sink=None, softcap=None, scale=None, seq_len_q=None,
             seq_len_kv=None, enable_gqa=True, deterministic=False, engine="auto",
-            align="top_left") -> Explanation:
+            align="top_left", arch: int = 0) -> Explanation:
     """What floe would do with this call of attention() (or its backward): the chosen engine
-    and each engine's verdict. Invalid problems raise FloeError (tensor, field, rule)."""
+    and each engine's verdict. Invalid problems raise FloeError (tensor, field, rule).
+    arch (80, 86, 89, 90): plan for that GPU architecture instead of the tensors' device, with
+    no GPU needed (tensors may be on the CPU or the meta device)."""
     bias, a, left, right = _prepare(q, k, v, causal, window, bias, enable_gqa, align)
     scale = None if scale is None else float(scale)
     softcap = None if softcap is None else float(softcap)
@@ -515,10 +517,10 @@ def explain(q: Tensor, k: Tensor, v: Tensor, *, backward: bool = False, causal=F
             plan = _build_backward(
                 q, k, v, o, o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
                 None if bias is None else dbias, None if sink is None else dsink, scale,
-                softcap, a, left, right, bool(deterministic), engine)
+                softcap, a, left, right, bool(deterministic), engine, arch)
         else:
             plan = _build_forward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale,
-                                  softcap, a, left, right, bool(deterministic), engine)
+                                  softcap, a, left, right, bool(deterministic), engine, arch)
     except FloeError as e:
         text = str(e)
         if not text.startswith("not supported: no engine serves"):

@@ -42,16 +42,20 @@ floe::DType dtype_of(int code) {
 }
 
 // Targets are read once per device (Target::cuda queries the device's properties).
-const floe::Target& target_for(int device) {
+// device: -1 the CPU, >= 0 a CUDA ordinal; arch > 0 instead plans for that architecture with
+// no device (explain only: such plans cannot execute).
+const floe::Target& target_for(int device, int arch) {
   static std::mutex mu;
-  static std::map<int, floe::Target> targets;
+  static std::map<std::pair<int, int>, floe::Target> targets;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = targets.find(device);
+  const std::pair<int, int> key{arch > 0 ? -2 : device, arch};
+  auto it = targets.find(key);
   if (it != targets.end()) return it->second;
-  if (device < 0) return targets.emplace(device, floe::Target::cpu()).first->second;
+  if (arch > 0) return targets.emplace(key, floe::Target::cuda_arch(arch)).first->second;
+  if (device < 0) return targets.emplace(key, floe::Target::cpu()).first->second;
   floe::Result<floe::Target> t = floe::Target::cuda(device);
   if (!t) raise(t.status());
-  return targets.emplace(device, *t).first->second;
+  return targets.emplace(key, *t).first->second;
 }
 
 // One tensor as the torch layer describes it: (floe dtype code, strides in logical order).
@@ -151,20 +155,21 @@ NB_MODULE(_floe, m) {
           },
           nb::arg("ptrs"), nb::arg("workspace"), nb::arg("workspace_size"), nb::arg("stream"));
 
-  // device: -1 for the CPU (reference engine), else the CUDA ordinal.
+  // device: -1 for the CPU (reference engine), else the CUDA ordinal; arch: see target_for.
   m.def(
       "build",
       [](bool backward, int dtype, const Shape7& shape, const std::vector<TensorSpec>& tensors,
          std::optional<std::tuple<int64_t, int64_t>> bias_dims, bool bias_grad, bool sink,
          bool seq_len_q, bool seq_len_kv, bool stats, std::optional<double> scale,
          std::optional<double> softcap, int align, std::optional<int64_t> left,
-         std::optional<int64_t> right, bool deterministic, int device, const std::string& engine) {
+         std::optional<int64_t> right, bool deterministic, int device, const std::string& engine,
+         int arch) {
         floe::Problem p =
             make_problem(backward, dtype, shape, tensors, bias_dims, bias_grad, sink, seq_len_q,
                          seq_len_kv, stats, scale, softcap, align, left, right, deterministic);
         floe::PlanOptions options;
         options.engine = engine;
-        floe::Result<floe::Plan> plan = floe::Plan::build(p, target_for(device), options);
+        floe::Result<floe::Plan> plan = floe::Plan::build(p, target_for(device, arch), options);
         if (!plan) raise(plan.status());
         return std::move(*plan);
       },
@@ -172,7 +177,7 @@ NB_MODULE(_floe, m) {
       nb::arg("bias_dims").none(), nb::arg("bias_grad"), nb::arg("sink"), nb::arg("seq_len_q"),
       nb::arg("seq_len_kv"), nb::arg("stats"), nb::arg("scale").none(), nb::arg("softcap").none(),
       nb::arg("align"), nb::arg("left").none(), nb::arg("right").none(), nb::arg("deterministic"),
-      nb::arg("device"), nb::arg("engine"));
+      nb::arg("device"), nb::arg("engine"), nb::arg("arch") = 0);
 
   m.def("engine_names", &floe::engine_names);
   m.def("cuda_available", &floe::cuda_available);

@@ -522,3 +522,23 @@ def test_drop_in_falls_back_to_pytorch():
     lse = torch.zeros(1, 2, 16)
     assert ft._sdpa_backward(original, "keys", f, f, f, f, f, lse, None, None, 16, 16, 0.0,
                              False, None, None) == "pytorch"
+
+
+def test_explain_for_an_architecture_without_a_gpu():
+    # Meta tensors: only shapes, strides and dtypes matter.
+    q = torch.empty(2, 16, 1024, 128, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(2, 4, 1024, 128, dtype=torch.bfloat16, device="meta")
+    ex = floe.explain(q, k, k, causal=True, arch=90)
+    assert ex.engine == "sm80", str(ex)
+    names = {name for name, _, _ in ex.verdicts}
+    assert names == set(floe.engine_names())
+    reference_reason = dict((n, r) for n, _, r in ex.verdicts)["reference"]
+    assert reference_reason  # the CPU engine declines a GPU target, and says why
+    exb = floe.explain(q, k, k, causal=True, arch=80, backward=True)
+    assert exb.engine == "sm80", str(exb)
+
+
+def test_meta_tensors_give_meta_outputs():
+    q = torch.empty(2, 4, 64, 64, dtype=torch.bfloat16, device="meta")
+    o, lse = floe.attention(q, q, q, return_lse=True)
+    assert o.device.type == "meta" and o.shape == q.shape and lse.shape == (2, 4, 64)
