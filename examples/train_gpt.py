@@ -77,7 +77,8 @@ class GPT(nn.Module):
 
 def train(attn, args, data, vocab):
     torch.manual_seed(args.seed)
-    dev = "cuda"
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     n_head = args.d_model // args.head_dim
     model = GPT(vocab, args.d_model, n_head, args.layers, args.seq, attn).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
@@ -89,15 +90,15 @@ def train(attn, args, data, vocab):
         lr = args.lr * min(1.0, (step + 1) / 20)
         for g in opt.param_groups:
             g["lr"] = lr
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             logits = model(idx[:, :-1])
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), idx[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        torch.cuda.synchronize()
+        sync()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
         if step % 50 == 0 or step == args.steps - 1:
@@ -111,15 +112,16 @@ def main():
     ap.add_argument("--out", default="results/train_gpt")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--head-dim", type=int, default=64, choices=[64, 128])
-    ap.add_argument("--d-model", type=int, default=512)
+    ap.add_argument("--d-model", type=int, default=512, help="heads = d_model / head_dim")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only for a smoke test (slow)")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("train_gpt: needs a CUDA GPU")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("train_gpt: needs a CUDA GPU (--device cpu for a smoke test)")
     os.makedirs(args.out, exist_ok=True)
     text = make_text(2_000_000, args.seed)
     chars = sorted(set(text))
