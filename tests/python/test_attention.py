@@ -542,3 +542,23 @@ def test_meta_tensors_give_meta_outputs():
     q = torch.empty(2, 4, 64, 64, dtype=torch.bfloat16, device="meta")
     o, lse = floe.attention(q, q, q, return_lse=True)
     assert o.device.type == "meta" and o.shape == q.shape and lse.shape == (2, 4, 64)
+
+
+def test_cache_hit_does_not_validate_again(monkeypatch):
+    from floe import _ops
+
+    floe.clear_plan_cache()
+    q = rand(1, 2, 8, 64)
+    o = floe.attention(q, q, q)
+    torch.autograd.grad(o, q, torch.ones_like(o))
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a plan was built (or validated) again on a cache hit")
+
+    monkeypatch.setattr(_ops, "_build_forward", no_build)
+    monkeypatch.setattr(_ops, "_build_backward", no_build)
+    monkeypatch.setattr(_ops._floe, "build", no_build)
+    for _ in range(3):
+        o = floe.attention(q, q, q)
+        torch.autograd.grad(o, q, torch.ones_like(o))
+    assert floe.plan_cache_info().misses == 2
