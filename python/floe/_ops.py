@@ -210,13 +210,14 @@ def _ptr(t: Optional[Tensor]) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def _run(plan, ptrs, device: torch.device):
-    """Executes plan with the workspace from torch's allocator, on the current stream."""
+def _run(plan, ptrs, q: Tensor):
+    """Executes plan with the workspace from torch's allocator, on the current stream of q's
+    device."""
     n = plan.workspace_bytes
-    if device.type == "cuda":
-        ws = torch.empty(n, dtype=torch.uint8, device=device) if n else None
-        index = device.index
-        if index != torch.cuda.current_device():
+    if q.is_cuda:
+        index = q.get_device()
+        ws = torch.empty(n, dtype=torch.uint8, device=q.device) if n else None
+        if index != _current_device():
             with torch.cuda.device(index):
                 stream = torch.cuda.current_stream(index).cuda_stream
                 plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, stream)
@@ -231,6 +232,10 @@ def _run(plan, ptrs, device: torch.device):
 
 def _current_stream(index: int) -> int:
     return torch.cuda.current_stream(index).cuda_stream
+
+
+# A CUDA tensor exists when these run, so CUDA is initialised: the raw calls are safe.
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
@@ -253,7 +258,7 @@ def _new_lse(q: Tensor) -> Tensor:
 
 
 def _meta(t: Optional[Tensor]):
-    return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
+    return None if t is None else (t.dtype, t.shape, t.stride(), t.get_device())
 
 
 def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
@@ -263,7 +268,7 @@ def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, 
         o = _new_o(q, v)
     lse = _new_lse(q)
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-           v.stride(), o.stride(), q.device, k.device, v.device, _meta(bias), _meta(sink),
+           v.stride(), o.stride(), q.get_device(), k.get_device(), v.get_device(), _meta(bias), _meta(sink),
            _meta(seq_len_q), _meta(seq_len_kv), scale, softcap, align, left, right,
            deterministic, engine)
     plan = _cache.get(key, lambda: _build_forward(
@@ -271,7 +276,7 @@ def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, 
         deterministic, engine))
     ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
             _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), 0, 0, 0, 0, 0, 0)
-    _run(plan, ptrs, q.device)
+    _run(plan, ptrs, q)
     return o, lse
 
 
@@ -296,8 +301,8 @@ def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scal
     dq, dk, dv, dbias, dsink = _bwd_outputs(q, k, v, bias, sink, bias_grad)
     has_dbias = bias is not None and bias_grad
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-           v.stride(), _meta(o), _meta(d_o), _meta(lse), q.device, k.device, v.device,
-           _meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv), scale, softcap, align,
+           v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
+           v.get_device(), _meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv), scale, softcap, align,
            left, right, deterministic, has_dbias, engine)
     plan = _cache.get(key, lambda: _build_backward(
         q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
@@ -307,7 +312,7 @@ def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scal
             _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), d_o.data_ptr(), dq.data_ptr(),
             dk.data_ptr(), dv.data_ptr(), dbias.data_ptr() if has_dbias else 0,
             dsink.data_ptr() if sink is not None else 0)
-    _run(plan, ptrs, q.device)
+    _run(plan, ptrs, q)
     return dq, dk, dv, dbias, dsink
 
 
