@@ -261,6 +261,12 @@ def _meta(t: Optional[Tensor]):
     return None if t is None else (t.dtype, t.shape, t.stride(), t.get_device())
 
 
+def _extras(bias, sink, seq_len_q, seq_len_kv):
+    if bias is None and sink is None and seq_len_q is None and seq_len_kv is None:
+        return None
+    return (_meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv))
+
+
 def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
              deterministic, engine, o=None):
     """The forward on real tensors: (o, lse). o may be given (any layout)."""
@@ -268,8 +274,8 @@ def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, 
         o = _new_o(q, v)
     lse = _new_lse(q)
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-           v.stride(), o.stride(), q.get_device(), k.get_device(), v.get_device(), _meta(bias), _meta(sink),
-           _meta(seq_len_q), _meta(seq_len_kv), scale, softcap, align, left, right,
+           v.stride(), o.stride(), q.get_device(), k.get_device(), v.get_device(),
+           _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align, left, right,
            deterministic, engine)
     plan = _cache.get(key, lambda: _build_forward(
         q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
@@ -302,7 +308,7 @@ def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scal
     has_dbias = bias is not None and bias_grad
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
            v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
-           v.get_device(), _meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv), scale, softcap, align,
+           v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
            left, right, deterministic, has_dbias, engine)
     plan = _cache.get(key, lambda: _build_backward(
         q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
