@@ -426,11 +426,13 @@ def test_errors_carry_floes_message():
         floe.attention(q, q, q, window=3)
 
 
-@needs_cuda
-def test_engine_declines_on_cpu_are_explained():
+def test_pinned_engine_that_declines_says_why():
     q = rand(1, 2, 8, 64, requires_grad=False)
-    with pytest.raises(floe.FloeError, match="sm80|generic"):
+    with pytest.raises(floe.FloeError, match="sm80: declined: runs on CUDA devices only"):
         floe.attention(q, q, q, engine="sm80")
+    ex = floe.explain(q, q, q, engine="sm80")
+    assert ex.engine is None
+    assert ("sm80", False, "runs on CUDA devices only") in ex.verdicts
 
 
 # ---------------------------------------------------------------------------------------------
