@@ -204,6 +204,15 @@ if wants python; then
   # On a GPU machine a skipped CUDA case means no device was seen by torch: a failure.
   if grep -qE "SKIPPED.*no CUDA device" "$results/python.log"; then status=failed; summary="$summary (skips: no GPU?)"; fi
   record python "$status" "$last_rc" "$last_seconds" "${summary:-see log}"
+  # Host microseconds per call through PyTorch, floe beside SDPA flash (issue 15's targets).
+  if [ -d "$build/python-package/floe" ]; then
+    run_step python-host "$results/python-host.log" \
+      env PYTHONPATH="$build/python-package${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$root/bench/python_host.py"
+    note=$(grep -E "^(floe|torch)" "$results/python-host.log" | tr '\n' ';')
+    record python-host "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
+      "$last_seconds" "${note:-see log}"
+  fi
 fi
 
 # --- compute-sanitizer over a smoke battery (16 + 16 small cases).
