@@ -16,8 +16,11 @@
 #                      one architecture halves the build for a quick check on one GPU
 #   --tests REGEX      only the GPU tests whose names match (ctest -R), e.g. 'Backward'.
 #   --build-dir DIR    default ROOT/build-gpu-check
-#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,sanitize,bench
-#                      (default all but bench); without configure the build folder is reused
+#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,python,sanitize,bench
+#                      (default all but bench); without configure the build folder is reused.
+#                      python: the package built offline over the build's libfloe.a, then
+#                      pytest tests/python (needs python3 with torch, nanobind,
+#                      scikit-build-core and pytest)
 #   --bench-args ARGS  extra arguments of floe bench in the bench step (one string)
 #   --jobs N           build and CPU-test parallelism, default every core
 #
@@ -40,7 +43,7 @@ kernels=full
 archs=""
 tests=""
 build="$root/build-gpu-check"
-steps="configure,build,cpu,gpu,sanitize"
+steps="configure,build,cpu,gpu,python,sanitize"
 bench_args=""
 jobs=$(nproc 2>/dev/null || echo 4)
 while [ $# -gt 0 ]; do
@@ -188,6 +191,28 @@ if wants gpu; then
   # On a GPU machine a skipped GPU test means no device was seen: that is a failure.
   if [ "$s" -gt 0 ] && [ "$engine" = auto ] && [ "$directions" = both ]; then status=failed; note="$note (skips: no GPU?)"; fi
   record gpu-tests "$status" "$last_rc" "$last_seconds" "$note"
+fi
+
+# --- The Python package and its tests (tests/python), on this GPU.
+if wants python; then
+  run_step python "$results/python.log" \
+    env FLOE_PREBUILT="$build/libfloe.a" FLOE_PY_TARGET="$build/python-package" \
+      "$root/scripts/python-test.sh" -rs --junitxml "$results/python-tests.xml"
+  summary=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed|error).* =+$" "$results/python.log" | tail -1)
+  status=ok
+  [ "$last_rc" = 0 ] || status=failed
+  # On a GPU machine a skipped CUDA case means no device was seen by torch: a failure.
+  if grep -qE "SKIPPED.*no CUDA device" "$results/python.log"; then status=failed; summary="$summary (skips: no GPU?)"; fi
+  record python "$status" "$last_rc" "$last_seconds" "${summary:-see log}"
+  # Host microseconds per call through PyTorch, floe beside SDPA flash (issue 15's targets).
+  if [ -d "$build/python-package/floe" ]; then
+    run_step python-host "$results/python-host.log" \
+      env PYTHONPATH="$build/python-package${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$root/bench/python_host.py"
+    note=$(grep -E "^(floe|torch)" "$results/python-host.log" | tr '\n' ';')
+    record python-host "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
+      "$last_seconds" "${note:-see log}"
+  fi
 fi
 
 # --- compute-sanitizer over a smoke battery (16 + 16 small cases).

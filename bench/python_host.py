@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Host time per call of floe.attention through PyTorch, beside torch's SDPA (flash backend).
+
+    python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub]
+    python3 bench/python_host.py --kernel [--b 2 --hq 16 --hkv 4 --s 4096 --d 128 --causal]
+
+Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
+without a sync, the time divided by N (forward with no grad; forward + backward with grads).
+--stub replaces the launch by nothing (floe's Python path alone; works without a GPU).
+--kernel times one problem's forward and backward on the GPU with CUDA events (median of
+--reps), for comparison with `floe bench` on the same problem (the kernels must take the same
+time from Python as from C++).
+"""
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+import floe
+from floe import _ops
+
+
+def per_call_us(fn, calls, sync):
+    for _ in range(20):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    sync()
+    return 1e6 * (t1 - t0) / calls
+
+
+def kernel_times(args):
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    q = torch.randn(args.b, args.hq, args.s, args.d, device="cuda", dtype=dt)
+    k = torch.randn(args.b, args.hkv, args.s, args.d, device="cuda", dtype=dt)
+    v = torch.randn(args.b, args.hkv, args.s, args.d, device="cuda", dtype=dt)
+    right = 0 if args.causal else None
+    opts = (None, None, 0, None, right, False, "auto")
+
+    def fwd():
+        return _ops._forward(q, k, v, None, None, None, None, *opts)
+
+    o, lse = fwd()
+    d_o = torch.randn_like(o)
+
+    def bwd():
+        _ops._backward_impl(d_o, q, k, v, o, lse, None, None, None, None, *opts[:6], False,
+                            "auto")
+
+    for name, fn in (("forward", fwd), ("backward", bwd)):
+        for _ in range(5):
+            fn()
+        times = []
+        for _ in range(args.reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        times.sort()
+        print(f"floe {name} B={args.b} Hq={args.hq} Hkv={args.hkv} S={args.s} D={args.d} "
+              f"causal={args.causal}: {times[len(times) // 2]:.4f} ms (median of {args.reps})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--stub", action="store_true")
+    ap.add_argument("--kernel", action="store_true")
+    ap.add_argument("--b", type=int, default=2)
+    ap.add_argument("--hq", type=int, default=16)
+    ap.add_argument("--hkv", type=int, default=4)
+    ap.add_argument("--s", type=int, default=4096)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    if args.kernel:
+        kernel_times(args)
+        return
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    if args.stub:
+        _ops._run = lambda plan, ptrs, q: None
+    q, k, v = (torch.randn(1, 2, 128, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    with torch.no_grad():
+        fwd = per_call_us(lambda: floe.attention(q, k, v, causal=True), args.calls, sync)
+    o = floe.attention(qg, kg, vg, causal=True)
+    d_o = torch.ones_like(o)
+
+    def fwd_bwd():
+        out = floe.attention(qg, kg, vg, causal=True)
+        torch.autograd.grad(out, (qg, kg, vg), d_o)
+
+    both = per_call_us(fwd_bwd, args.calls // 2, sync)
+    print(f"floe ({dev}{', launch stubbed' if args.stub else ''}): forward {fwd:.1f} us, "
+          f"forward+backward {both:.1f} us (backward ~{both - fwd:.1f} us)")
+    if dev == "cuda" and not args.stub:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            with torch.no_grad():
+                tf = per_call_us(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                 args.calls, sync)
+
+            def sdpa_both():
+                out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
+                torch.autograd.grad(out, (qg, kg, vg), d_o)
+
+            tb = per_call_us(sdpa_both, args.calls // 2, sync)
+        print(f"torch SDPA flash: forward {tf:.1f} us, forward+backward {tb:.1f} us "
+              f"(backward ~{tb - tf:.1f} us)")
+
+
+if __name__ == "__main__":
+    main()

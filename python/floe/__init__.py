@@ -1,0 +1,25 @@
+"""floe: fused scaled-dot-product attention, forward and backward.
+
+``floe._floe`` is floe's C++ API (problems, plans, execute on raw pointers) and needs nothing
+else. The PyTorch layer (``floe.attention``, ``floe.explain``, ``floe.torch``) loads torch on
+first use, so that ``import floe`` works where torch is not installed.
+"""
+
+from ._floe import FloeError, cuda_available, engine_names
+
+__version__ = "0.1.0"
+__all__ = ["FloeError", "attention", "cuda_available", "engine_names", "explain"]
+
+_TORCH_NAMES = ("attention", "explain", "Explanation", "clear_plan_cache", "plan_cache_info")
+
+
+def __getattr__(name):
+    if name in _TORCH_NAMES:
+        from . import _ops
+
+        return getattr(_ops, name)
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'floe' has no attribute {name!r}")

@@ -1,0 +1,545 @@
+"""floe's PyTorch ops: ``floe::fwd`` and ``floe::bwd`` as torch custom ops over floe's plans.
+
+The ops take any strides (the plan is built on the tensors' own strides: nothing is copied),
+run on the current CUDA stream with the workspace from torch's caching allocator (so that graph
+capture works), and on the CPU through floe's reference engine. Plans are kept in a bounded LRU
+keyed by everything that decides them (shapes, strides, dtypes, device, options): a hit goes
+straight to execute, with no validation again.
+"""
+
+
+import collections
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _floe
+from ._floe import FloeError
+
+# floe::DType codes and TensorId order (include/floe/tensor.h).
+_DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
+_N_TENSORS = 15
+(_Q, _K, _V, _O, _STATS, _BIAS, _SINK, _SQL, _SKVL, _DO, _DQ, _DK, _DV, _DBIAS, _DSINK) = range(
+    _N_TENSORS
+)
+_ALIGN = {"top_left": 0, "bottom_right": 1}
+
+# ---------------------------------------------------------------------------------------------
+# Plan cache
+
+
+class _Refusal:
+    """A problem floe refused, kept so that the refusal costs one lookup the next time."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, error):
+        self.message = str(error)
+
+
+class _PlanCache:
+    """A bounded LRU of built plans. The key holds every input of the plan, so a hit is safe."""
+
+    def __init__(self, maxsize: int = 512):
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+        self._plans: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key, build):
+        plan = self._plans.get(key)
+        if plan is None:
+            self.misses += 1
+            try:
+                plan = build()
+            except FloeError as e:
+                plan = _Refusal(e)
+            self._plans[key] = plan
+            while len(self._plans) > self.maxsize:
+                self._plans.popitem(last=False)
+        else:
+            self.hits += 1
+            try:
+                self._plans.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile; the plan is still good
+                pass
+        if type(plan) is _Refusal:
+            raise FloeError(plan.message)
+        return plan
+
+    def clear(self):
+        self._plans.clear()
+        self.hits = self.misses = 0
+
+
+_cache = _PlanCache()
+
+
+class PlanCacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+def plan_cache_info() -> PlanCacheInfo:
+    return PlanCacheInfo(_cache.hits, _cache.misses, len(_cache._plans), _cache.maxsize)
+
+
+def clear_plan_cache(maxsize: Optional[int] = None) -> None:
+    _cache.clear()
+    if maxsize is not None:
+        _cache.maxsize = maxsize
+
+
+# ---------------------------------------------------------------------------------------------
+# Describing tensors to floe (only on a cache miss)
+
+
+def _code(t: Tensor, name: str) -> int:
+    code = _DTYPE_CODE.get(t.dtype)
+    if code is None:
+        raise FloeError(
+            f"invalid problem: tensor '{name}' dtype: is {t.dtype}, floe takes float16, "
+            "bfloat16 (q, k, v, bias), float32 (sink) and int32 (seq_len_q, seq_len_kv)"
+        )
+    return code
+
+
+def _spec(t: Optional[Tensor], name: str):
+    if t is None:
+        return None
+    return (_code(t, name), tuple(t.stride()))
+
+
+def _check_dims(t: Optional[Tensor], name: str, want: Tuple[int, ...], rule: str):
+    if t is not None and tuple(t.shape) != want:
+        raise FloeError(
+            f"invalid problem: tensor '{name}' dims: is {list(t.shape)}, "
+            f"must be {list(want)} {rule}"
+        )
+
+
+def _shape7(q: Tensor, k: Tensor, v: Tensor):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise FloeError(
+                f"invalid problem: tensor '{name}' rank: is {t.dim()}, must be 4 ([B, H, S, D])"
+            )
+    b, h_q, s_q, d_qk = q.shape
+    h_kv, s_kv = k.shape[1], k.shape[2]
+    d_v = v.shape[3]
+    _check_dims(k, "k", (b, h_kv, s_kv, d_qk), "([B, Hkv, Skv, Dqk], B and Dqk from q)")
+    _check_dims(v, "v", (b, h_kv, s_kv, d_v), "([B, Hkv, Skv, Dv], B, Hkv and Skv from k)")
+    return (b, h_q, h_kv, s_q, s_kv, d_qk, d_v)
+
+
+def _check_operands(shape, bias, sink, seq_len_q, seq_len_kv):
+    b, h_q, _, s_q, s_kv, _, _ = shape
+    if bias is not None:
+        if bias.dim() != 4 or bias.shape[0] not in (1, b) or bias.shape[1] not in (1, h_q) or tuple(
+            bias.shape[2:]
+        ) != (s_q, s_kv):
+            raise FloeError(
+                f"invalid problem: tensor 'bias' dims: is {list(bias.shape)}, must be "
+                f"[1 or {b}, 1 or {h_q}, {s_q}, {s_kv}] ([1 or B, 1 or Hq, Sq, Skv])"
+            )
+    _check_dims(sink, "sink", (h_q,), "([Hq])")
+    _check_dims(seq_len_q, "seq_len_q", (b,), "([B])")
+    _check_dims(seq_len_kv, "seq_len_kv", (b,), "([B])")
+
+
+def _device_code(arch: int, q: Tensor, *others: Optional[Tensor]) -> int:
+    for name, t in zip(("k", "v", "bias", "sink", "seq_len_q", "seq_len_kv"), others):
+        if t is not None and t.device != q.device:
+            raise FloeError(
+                f"invalid argument: tensor '{name}' device: is {t.device}, must be q's ({q.device})"
+            )
+    if q.device.type == "cuda":
+        return q.device.index
+    if q.device.type == "cpu" or (arch > 0 and q.device.type == "meta"):
+        return -1
+    raise FloeError(f"invalid argument: tensor 'q' device: is {q.device}, must be cuda or cpu")
+
+
+def _build_forward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
+                   left, right, deterministic, engine, arch=0):
+    shape = _shape7(q, k, v)
+    _check_operands(shape, bias, sink, seq_len_q, seq_len_kv)
+    device = _device_code(arch, q, k, v, bias, sink, seq_len_q, seq_len_kv)
+    tensors = [None] * _N_TENSORS
+    tensors[_Q], tensors[_K], tensors[_V] = _spec(q, "q"), _spec(k, "k"), _spec(v, "v")
+    tensors[_O], tensors[_STATS] = _spec(o, "o"), _spec(lse, "stats")
+    tensors[_BIAS], tensors[_SINK] = _spec(bias, "bias"), _spec(sink, "sink")
+    tensors[_SQL], tensors[_SKVL] = _spec(seq_len_q, "seq_len_q"), _spec(seq_len_kv, "seq_len_kv")
+    return _floe.build(
+        False, tensors[_Q][0], shape, tensors,
+        None if bias is None else (bias.shape[0], bias.shape[1]), False, sink is not None,
+        seq_len_q is not None, seq_len_kv is not None, True, scale, softcap, align, left, right,
+        deterministic, device, engine, arch)
+
+
+def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv, dbias,
+                    dsink, scale, softcap, align, left, right, deterministic, engine, arch=0):
+    shape = _shape7(q, k, v)
+    _check_operands(shape, bias, sink, seq_len_q, seq_len_kv)
+    b, h_q, _, s_q, _, _, d_v = shape
+    _check_dims(o, "o", (b, h_q, s_q, d_v), "([B, Hq, Sq, Dv])")
+    _check_dims(d_o, "do", (b, h_q, s_q, d_v), "([B, Hq, Sq, Dv])")
+    _check_dims(lse, "stats", (b, h_q, s_q), "([B, Hq, Sq])")
+    device = _device_code(arch, q, k, v, bias, sink, seq_len_q, seq_len_kv)
+    tensors = [None] * _N_TENSORS
+    for i, (t, n) in enumerate(((q, "q"), (k, "k"), (v, "v"), (o, "o"), (lse, "stats"),
+                                (bias, "bias"), (sink, "sink"), (seq_len_q, "seq_len_q"),
+                                (seq_len_kv, "seq_len_kv"), (d_o, "do"), (dq, "dq"), (dk, "dk"),
+                                (dv, "dv"), (dbias, "dbias"), (dsink, "dsink"))):
+        tensors[i] = _spec(t, n)
+    return _floe.build(
+        True, tensors[_Q][0], shape, tensors,
+        None if bias is None else (bias.shape[0], bias.shape[1]), dbias is not None,
+        sink is not None, seq_len_q is not None, seq_len_kv is not None, True, scale, softcap,
+        align, left, right, deterministic, device, engine, arch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution
+
+
+def _ptr(t: Optional[Tensor]) -> int:
+    return 0 if t is None else t.data_ptr()
+
+
+def _run(plan, ptrs, q: Tensor):
+    """Executes plan with the workspace from torch's allocator, on the current stream of q's
+    device."""
+    n = plan.workspace_bytes
+    if q.is_cuda:
+        index = q.get_device()
+        ws = torch.empty(n, dtype=torch.uint8, device=q.device) if n else None
+        if index != _current_device():
+            with torch.cuda.device(index):
+                stream = torch.cuda.current_stream(index).cuda_stream
+                plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, stream)
+            return
+        plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, _current_stream(index))
+    else:
+        # The CPU allocator aligns to 64 bytes; floe wants 256.
+        ws = torch.empty(n + 256, dtype=torch.uint8) if n else None
+        p = 0 if ws is None else (ws.data_ptr() + 255) & ~255
+        plan.execute(ptrs, p, n, 0)
+
+
+def _current_stream(index: int) -> int:
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# A CUDA tensor exists when these run, so CUDA is initialised: the raw calls are safe.
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
+
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+
+    def _current_stream(index: int) -> int:  # noqa: F811  (the cheaper call where torch has it)
+        return torch._C._cuda_getCurrentRawStream(index)
+
+
+def _new_o(q: Tensor, v: Tensor) -> Tensor:
+    # [B, Hq, Sq, Dv] laid out as [B, Sq, Hq, Dv], as FlashAttention returns it: the usual
+    # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view.
+    b, h_q, s_q, _ = q.shape
+    d_v = v.shape[3]
+    return torch.empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1),
+                               dtype=q.dtype, device=q.device)
+
+
+def _new_lse(q: Tensor) -> Tensor:
+    return torch.empty((q.shape[0], q.shape[1], q.shape[2]), dtype=torch.float32, device=q.device)
+
+
+def _meta(t: Optional[Tensor]):
+    return None if t is None else (t.dtype, t.shape, t.stride(), t.get_device())
+
+
+def _extras(bias, sink, seq_len_q, seq_len_kv):
+    if bias is None and sink is None and seq_len_q is None and seq_len_kv is None:
+        return None
+    return (_meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv))
+
+
+def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+             deterministic, engine, o=None):
+    """The forward on real tensors: (o, lse). o may be given (any layout)."""
+    if o is None:
+        o = _new_o(q, v)
+    lse = _new_lse(q)
+    key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
+           v.stride(), o.stride(), q.get_device(), k.get_device(), v.get_device(),
+           _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align, left, right,
+           deterministic, engine)
+    plan = _cache.get(key, lambda: _build_forward(
+        q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+        deterministic, engine))
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
+            _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), 0, 0, 0, 0, 0, 0)
+    _run(plan, ptrs, q)
+    return o, lse
+
+
+@torch.library.custom_op("floe::fwd", mutates_args=())
+def _fwd(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], sink: Optional[Tensor],
+         seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor], scale: Optional[float],
+         softcap: Optional[float], align: int, left: Optional[int], right: Optional[int],
+         deterministic: bool, engine: str) -> Tuple[Tensor, Tensor]:
+    return _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
+                    right, deterministic, engine)
+
+
+@_fwd.register_fake
+def _fwd_fake(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+              deterministic, engine):
+    return _new_o(q, v), _new_lse(q)
+
+
+def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap,
+                   align, left, right, deterministic, bias_grad, engine):
+    """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent."""
+    dq, dk, dv, dbias, dsink = _bwd_outputs(q, k, v, bias, sink, bias_grad)
+    has_dbias = bias is not None and bias_grad
+    key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
+           v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
+           v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
+           left, right, deterministic, has_dbias, engine)
+    plan = _cache.get(key, lambda: _build_backward(
+        q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
+        dbias if has_dbias else None, dsink if sink is not None else None, scale, softcap, align,
+        left, right, deterministic, engine))
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
+            _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), d_o.data_ptr(), dq.data_ptr(),
+            dk.data_ptr(), dv.data_ptr(), dbias.data_ptr() if has_dbias else 0,
+            dsink.data_ptr() if sink is not None else 0)
+    _run(plan, ptrs, q)
+    return dq, dk, dv, dbias, dsink
+
+
+@torch.library.custom_op("floe::bwd", mutates_args=())
+def _bwd(d_o: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+         bias: Optional[Tensor], sink: Optional[Tensor], seq_len_q: Optional[Tensor],
+         seq_len_kv: Optional[Tensor], scale: Optional[float], softcap: Optional[float],
+         align: int, left: Optional[int], right: Optional[int], deterministic: bool,
+         bias_grad: bool, engine: str) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale,
+                          softcap, align, left, right, deterministic, bias_grad, engine)
+
+
+def _bwd_outputs(q, k, v, bias, sink, bias_grad, device=None):
+    # Gradients take their operand's layout where it is dense (empty_like), packed otherwise.
+    device = q.device if device is None else device
+    dq = torch.empty_like(q, device=device)
+    dk, dv = torch.empty_like(k, device=device), torch.empty_like(v, device=device)
+    if bias is not None and bias_grad:
+        dbias = torch.empty(bias.shape, dtype=bias.dtype, device=device)
+    else:
+        dbias = torch.empty((0,), dtype=q.dtype, device=device)
+    if sink is not None:
+        dsink = torch.empty((q.shape[1],), dtype=torch.float32, device=device)
+    else:
+        dsink = torch.empty((0,), dtype=torch.float32, device=device)
+    return dq, dk, dv, dbias, dsink
+
+
+@_bwd.register_fake
+def _bwd_fake(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
+              left, right, deterministic, bias_grad, engine):
+    return _bwd_outputs(q, k, v, bias, sink, bias_grad)
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+     deterministic, engine) = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv)
+    ctx.options = (scale, softcap, align, left, right, deterministic)
+    ctx.engine = engine
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, d_o, d_lse):
+    q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv = ctx.saved_tensors
+    bias_grad = bias is not None and ctx.needs_input_grad[3]
+    dq, dk, dv, dbias, dsink = torch.ops.floe.bwd(
+        d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, *ctx.options, bias_grad,
+        ctx.engine)
+    return (dq, dk, dv, dbias if bias_grad else None,
+            dsink if sink is not None and ctx.needs_input_grad[4] else None,
+            None, None, None, None, None, None, None, None, None)
+
+
+torch.library.register_autograd("floe::fwd", _backward, setup_context=_setup_context)
+
+# ---------------------------------------------------------------------------------------------
+# The public functions
+
+
+def _mask(causal, window, align):
+    """(align code, left, right) from the user's causal/window/align."""
+    if isinstance(causal, str):
+        align, causal = causal, True
+    a = _ALIGN.get(align)
+    if a is None:
+        raise ValueError(f"floe: align must be 'top_left' or 'bottom_right', not {align!r}")
+    left = right = None
+    if window is not None:
+        try:
+            left, right = window
+        except (TypeError, ValueError):
+            raise ValueError(
+                "floe: window must be (left, right), each an int or None (-1: unbounded)"
+            ) from None
+        left = None if left is None or left < 0 else int(left)
+        right = None if right is None or right < 0 else int(right)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return a, left, right
+
+
+def _prepare(q, k, v, causal, window, bias, enable_gqa, align):
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        _shape7(q, k, v)  # raises, naming the tensor
+    if not enable_gqa and q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]:
+        raise FloeError(
+            f"invalid problem: tensor 'k' dims[1]: is {k.shape[1]}, must be q's ({q.shape[1]}) "
+            "with enable_gqa=False"
+        )
+    if bias is not None and q.dim() == 4 and k.dim() == 4:
+        # Lower-rank biases broadcast like SDPA's attn_mask; size-1 query or key dims are
+        # expanded (a view with stride 0; autograd sums their gradient).
+        if bias.dim() < 4:
+            bias = bias[(None,) * (4 - bias.dim())]
+        if bias.dim() == 4 and (bias.shape[2] != q.shape[2] or bias.shape[3] != k.shape[2]):
+            bias = bias.expand(bias.shape[0], bias.shape[1], q.shape[2], k.shape[2])
+    return (bias,) + _mask(causal, window, align)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The eager path with gradients: the same forward and backward as the custom ops, without
+    the dispatcher's round trips through Python (host time per call)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
+                right, deterministic, engine):
+        o, lse = _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
+                          left, right, deterministic, engine)
+        ctx.save_for_backward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv)
+        ctx.options = (scale, softcap, align, left, right, deterministic)
+        ctx.engine = engine
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, d_o, d_lse):
+        q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv = ctx.saved_tensors
+        bias_grad = bias is not None and ctx.needs_input_grad[3]
+        dq, dk, dv, dbias, dsink = _backward_impl(
+            d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, *ctx.options, bias_grad,
+            ctx.engine)
+        return (dq, dk, dv, dbias if bias_grad else None,
+                dsink if sink is not None and ctx.needs_input_grad[4] else None,
+                None, None, None, None, None, None, None, None, None)
+
+
+def _eager(q: Tensor) -> bool:
+    """True where the custom op's dispatch can be skipped: plain tensors, no tracing, no mode
+    (torch.compile, export, fake and meta tensors and dispatch modes all see floe::fwd)."""
+    return (not torch.compiler.is_compiling() and type(q) is Tensor and not q.is_meta
+            and _dispatch_stack_len() == 0)
+
+
+_dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
+              bias: Optional[Tensor] = None, sink: Optional[Tensor] = None,
+              softcap: Optional[float] = None, scale: Optional[float] = None,
+              seq_len_q: Optional[Tensor] = None, seq_len_kv: Optional[Tensor] = None,
+              enable_gqa: bool = True, return_lse: bool = False, deterministic: bool = False,
+              engine: str = "auto", align: str = "top_left"):
+    """Scaled-dot-product attention on [B, H, S, D] tensors of any strides (as torch's SDPA).
+
+    causal: True (top-left aligned, as SDPA's is_causal), or 'top_left' / 'bottom_right'.
+    window: (left, right) keys visible left and right of the diagonal (None or -1: unbounded);
+        with causal, right is at most 0. align: the diagonal's alignment for window.
+    bias: additive, broadcast to [1 or B, 1 or Hq, Sq, Skv] (any rank up to 4).
+    sink: per-head logit (float32 [Hq]) joining the softmax denominator.
+    softcap: s = softcap * tanh(s / softcap). scale: default 1/sqrt(Dqk).
+    seq_len_q, seq_len_kv: int32 [B] actual lengths (padding), read on the device.
+    return_lse: also return the float32 [B, Hq, Sq] log-sum-exp (natural log; not
+        differentiable). deterministic: bitwise reproducible backward.
+    engine: 'auto' or one of floe.engine_names(). CPU tensors run on the reference engine.
+
+    Gradients flow to q, k, v, bias and sink. floe's refusals raise floe.FloeError.
+    """
+    bias, a, left, right = _prepare(q, k, v, causal, window, bias, enable_gqa, align)
+    args = (q, k, v, bias, sink, seq_len_q, seq_len_kv, None if scale is None else float(scale),
+            None if softcap is None else float(softcap), a, left, right, bool(deterministic),
+            engine)
+    if _eager(q):
+        if torch.is_grad_enabled() and (
+                q.requires_grad or k.requires_grad or v.requires_grad
+                or (bias is not None and bias.requires_grad)
+                or (sink is not None and sink.requires_grad)):
+            o, lse = _EagerAttention.apply(*args)
+        else:
+            o, lse = _forward(*args)
+    else:
+        o, lse = torch.ops.floe.fwd(*args)
+    return (o, lse) if return_lse else o
+
+
+class Explanation(NamedTuple):
+    """The engine a plan would run (None: none serves it) and every engine's verdict."""
+
+    engine: Optional[str]
+    verdicts: List[Tuple[str, bool, str]]  # (engine, accepted, reason it declined)
+    text: str
+
+    def __str__(self):
+        return self.text
+
+
+def explain(q: Tensor, k: Tensor, v: Tensor, *, backward: bool = False, causal=False,
+            window=None, bias=None, sink=None, softcap=None, scale=None, seq_len_q=None,
+            seq_len_kv=None, enable_gqa=True, deterministic=False, engine="auto",
+            align="top_left", arch: int = 0) -> Explanation:
+    """What floe would do with this call of attention() (or its backward): the chosen engine
+    and each engine's verdict. Invalid problems raise FloeError (tensor, field, rule).
+    arch (80, 86, 89, 90): plan for that GPU architecture instead of the tensors' device, with
+    no GPU needed (tensors may be on the CPU or the meta device)."""
+    bias, a, left, right = _prepare(q, k, v, causal, window, bias, enable_gqa, align)
+    scale = None if scale is None else float(scale)
+    softcap = None if softcap is None else float(softcap)
+    # Only the strides of the outputs matter here: they are made on the meta device.
+    o = _new_o(q.to("meta"), v.to("meta"))
+    lse = _new_lse(q.to("meta"))
+    if backward:
+        dq, dk, dv, dbias, dsink = _bwd_outputs(q, k, v, bias, sink, bias is not None, "meta")
+    try:
+        if backward:
+            plan = _build_backward(
+                q, k, v, o, o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
+                None if bias is None else dbias, None if sink is None else dsink, scale,
+                softcap, a, left, right, bool(deterministic), engine, arch)
+        else:
+            plan = _build_forward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale,
+                                  softcap, a, left, right, bool(deterministic), engine, arch)
+    except FloeError as e:
+        text = str(e)
+        if not text.startswith("not supported: no engine serves"):
+            raise
+        verdicts = []
+        for line in text.splitlines()[1:]:
+            name, _, rest = line.strip().partition(": ")
+            if name:
+                verdicts.append((name, rest == "accepted", rest.partition("declined: ")[2]))
+        return Explanation(None, verdicts, text)
+    return Explanation(plan.engine, plan.verdicts(), plan.explain())

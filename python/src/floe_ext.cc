@@ -1,0 +1,191 @@
+// floe._floe: the Python face of floe's public C++ API (include/floe/), nothing more. The torch
+// layer (floe/_ops.py) passes raw pointers, strides and the stream; this module knows no torch.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "floe/floe.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// Carries floe's message (tensor, field, rule) to Python as floe.FloeError.
+struct FloeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// "<code>: <message>", the code said once where the message already starts with it.
+[[noreturn]] void raise(const floe::Status& st) {
+  const std::string code = floe::to_string(st.code());
+  if (st.message().compare(0, code.size(), code) == 0) throw FloeError(st.message());
+  throw FloeError(code + ": " + st.message());
+}
+
+floe::DType dtype_of(int code) {
+  if (code < 0 || code > static_cast<int>(floe::DType::i32)) {
+    throw std::invalid_argument("floe: unknown dtype code " + std::to_string(code));
+  }
+  return static_cast<floe::DType>(code);
+}
+
+// Targets are read once per device (Target::cuda queries the device's properties).
+// device: -1 the CPU, >= 0 a CUDA ordinal; arch > 0 instead plans for that architecture with
+// no device (explain only: such plans cannot execute).
+const floe::Target& target_for(int device, int arch) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, floe::Target> targets;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::pair<int, int> key{arch > 0 ? -2 : device, arch};
+  auto it = targets.find(key);
+  if (it != targets.end()) return it->second;
+  if (arch > 0) return targets.emplace(key, floe::Target::cuda_arch(arch)).first->second;
+  if (device < 0) return targets.emplace(key, floe::Target::cpu()).first->second;
+  floe::Result<floe::Target> t = floe::Target::cuda(device);
+  if (!t) raise(t.status());
+  return targets.emplace(key, *t).first->second;
+}
+
+// One tensor as the torch layer describes it: (floe dtype code, strides in logical order).
+using TensorSpec = std::optional<std::tuple<int, std::vector<int64_t>>>;
+using Shape7 = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+floe::Problem make_problem(bool backward, int dtype, const Shape7& s,
+                           const std::vector<TensorSpec>& tensors,
+                           std::optional<std::tuple<int64_t, int64_t>> bias_dims, bool bias_grad,
+                           bool sink, bool seq_len_q, bool seq_len_kv, bool stats,
+                           std::optional<double> scale, std::optional<double> softcap, int align,
+                           std::optional<int64_t> left, std::optional<int64_t> right,
+                           bool deterministic) {
+  const auto [b, h_q, h_kv, s_q, s_kv, d_qk, d_v] = s;
+  const floe::Shape shape{b, h_q, h_kv, s_q, s_kv, d_qk, d_v};
+  floe::Problem p = backward ? floe::Problem::backward(shape, dtype_of(dtype))
+                             : floe::Problem::forward(shape, dtype_of(dtype));
+  if (stats) p.set_stats();
+  if (bias_dims) {
+    p.set_bias(std::get<0>(*bias_dims), std::get<1>(*bias_dims));
+    if (backward) p.set_bias_grad(bias_grad);
+  }
+  if (sink) p.set_sink();
+  if (seq_len_q) p.set_seq_len_q();
+  if (seq_len_kv) p.set_seq_len_kv();
+  if (scale) p.set_scale(*scale);
+  if (softcap) p.set_softcap(*softcap);
+  if (left || right) {
+    p.set_window(left, right,
+                 align == 0 ? floe::MaskAlign::top_left : floe::MaskAlign::bottom_right);
+  }
+  if (deterministic) p.set_deterministic();
+  if (tensors.size() > static_cast<size_t>(floe::kTensorCount)) {
+    throw std::invalid_argument("floe: more tensor descriptions than tensors");
+  }
+  // Dims stay as the problem declared them; the caller's dtype and strides replace the packed
+  // ones, so that validation names whatever does not fit.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i]) continue;
+    const auto id = static_cast<floe::TensorId>(i);
+    const auto& [dt, strides] = *tensors[i];
+    std::optional<floe::TensorDesc> desc = p.tensor(id);
+    if (!desc) {
+      throw FloeError(std::string("invalid problem: tensor '") + floe::to_string(id) +
+                      "' given for a problem that does not declare it");
+    }
+    if (static_cast<int>(strides.size()) != desc->rank) {
+      throw FloeError(std::string("invalid problem: tensor '") + floe::to_string(id) +
+                      "' strides: " + std::to_string(strides.size()) +
+                      " given, the tensor has rank " + std::to_string(desc->rank));
+    }
+    desc->dtype = dtype_of(dt);
+    for (int r = 0; r < desc->rank; ++r) desc->strides[r] = strides[r];
+    p.set_tensor(id, *desc);
+  }
+  return p;
+}
+
+using Verdicts = std::vector<std::tuple<std::string, bool, std::string>>;
+
+Verdicts verdicts_of(const floe::Plan& plan) {
+  Verdicts out;
+  for (const auto& v : plan.verdicts()) out.emplace_back(v.engine, v.accepted, v.reason);
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_floe, m) {
+  m.doc() = "floe's public C++ API: problems, plans, execute on raw pointers";
+  nb::exception<FloeError>(m, "FloeError", PyExc_RuntimeError);
+  // The torch layer's plan cache lives until interpreter exit; nanobind would report its plans.
+  nb::set_leak_warnings(false);
+
+  nb::class_<floe::Plan>(m, "Plan")
+      .def_prop_ro("engine", &floe::Plan::engine)
+      .def_prop_ro("workspace_bytes", &floe::Plan::workspace_bytes)
+      .def("explain", &floe::Plan::explain)
+      .def("verdicts", &verdicts_of)
+      // ptrs: one address per TensorId (0 for none). The GIL is released: a CPU plan computes
+      // here, a CUDA plan only launches.
+      .def(
+          "execute",
+          [](const floe::Plan& plan, const std::array<uintptr_t, floe::kTensorCount>& ptrs,
+             uintptr_t workspace, size_t workspace_size, uintptr_t stream) {
+            floe::Arguments args;
+            for (int i = 0; i < floe::kTensorCount; ++i) {
+              args.ptr[i] = reinterpret_cast<void*>(ptrs[i]);
+            }
+            floe::Status st;
+            {
+              nb::gil_scoped_release release;
+              st = plan.execute(args, reinterpret_cast<void*>(workspace), workspace_size,
+                                reinterpret_cast<floe::Stream>(stream));
+            }
+            if (!st) raise(st);
+          },
+          nb::arg("ptrs"), nb::arg("workspace"), nb::arg("workspace_size"), nb::arg("stream"));
+
+  // device: -1 for the CPU (reference engine), else the CUDA ordinal; arch: see target_for.
+  m.def(
+      "build",
+      [](bool backward, int dtype, const Shape7& shape, const std::vector<TensorSpec>& tensors,
+         std::optional<std::tuple<int64_t, int64_t>> bias_dims, bool bias_grad, bool sink,
+         bool seq_len_q, bool seq_len_kv, bool stats, std::optional<double> scale,
+         std::optional<double> softcap, int align, std::optional<int64_t> left,
+         std::optional<int64_t> right, bool deterministic, int device, const std::string& engine,
+         int arch) {
+        floe::Problem p =
+            make_problem(backward, dtype, shape, tensors, bias_dims, bias_grad, sink, seq_len_q,
+                         seq_len_kv, stats, scale, softcap, align, left, right, deterministic);
+        floe::PlanOptions options;
+        options.engine = engine;
+        floe::Result<floe::Plan> plan = floe::Plan::build(p, target_for(device, arch), options);
+        if (!plan) raise(plan.status());
+        return std::move(*plan);
+      },
+      nb::arg("backward"), nb::arg("dtype"), nb::arg("shape"), nb::arg("tensors"),
+      nb::arg("bias_dims").none(), nb::arg("bias_grad"), nb::arg("sink"), nb::arg("seq_len_q"),
+      nb::arg("seq_len_kv"), nb::arg("stats"), nb::arg("scale").none(), nb::arg("softcap").none(),
+      nb::arg("align"), nb::arg("left").none(), nb::arg("right").none(), nb::arg("deterministic"),
+      nb::arg("device"), nb::arg("engine"), nb::arg("arch") = 0);
+
+  m.def("engine_names", &floe::engine_names);
+  m.def("cuda_available", &floe::cuda_available);
+  m.attr("TENSOR_NAMES") = [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < floe::kTensorCount; ++i) {
+      names.emplace_back(floe::to_string(static_cast<floe::TensorId>(i)));
+    }
+    return names;
+  }();
+}
