@@ -91,8 +91,12 @@ std::vector<int64_t> sampled_rows(int64_t s) {
   return rows;
 }
 
-// Holds `got` to `want` with a tolerance relative to the largest |want| of the tensor's samples:
-// an index error reads another row and misses by about that much.
+// Holds `got` to `want` row by row: within `rel` of the row's largest |want| (bf16 outputs, P and
+// dS rounded to bf16 for the products: well under 1%), plus `floor` of the largest |want| of all
+// the tensor's samples, for rows that are 0 (dQ of row 0 under a causal mask is exactly 0: its
+// dP - Delta cancels exactly on these inputs). An index error reads another row and misses by
+// about the row's own size, which is why the floor is tiny: the last key's dV is P dO with
+// P = 1/131072.
 struct Samples {
   std::string name;
   std::vector<std::string> where;
@@ -103,15 +107,18 @@ struct Samples {
     got.push_back(std::move(g));
     want.push_back(std::move(x));
   }
-  void check(double rel) const {
+  static double max_abs(const std::vector<double>& v) {
+    double m = 0;
+    for (double x : v) m = std::max(m, std::fabs(x));
+    return m;
+  }
+  void check(double rel, double floor) const {
     double scale = 0;
-    for (const auto& w : want) {
-      for (double x : w) scale = std::max(scale, std::fabs(x));
-    }
+    for (const auto& w : want) scale = std::max(scale, max_abs(w));
     ASSERT_GT(scale, 0) << name << ": every sampled value is 0; the check could not fail";
-    const double tol = rel * scale;
     int bad = 0;
     for (size_t r = 0; r < got.size(); ++r) {
+      const double tol = rel * max_abs(want[r]) + floor * scale;
       for (size_t e = 0; e < got[r].size(); ++e) {
         const double err = std::fabs(got[r][e] - want[r][e]);
         if (!(err <= tol) && bad++ < 8) {
@@ -191,8 +198,8 @@ TEST_F(IndexEdges, ForwardTensorsOf2To32Elements) {
         sl.add(where, {read_floats(stats.ptr, h * kS + i, 1)[0]}, {lse});
       }
     }
-    so.check(0.02);
-    sl.check(1e-4);
+    so.check(0.03, 1e-6);
+    sl.check(1e-4, 0);
   }
   if (ran == 0) GTEST_SKIP() << "no fast engine served the problem";
 }
@@ -292,11 +299,11 @@ TEST_F(IndexEdges, BackwardTensorsOf2To31Elements) {
         sdv.add(where, got(dv), dv_want);
       }
     }
-    so.check(0.02);
-    sl.check(1e-4);
-    sdq.check(0.03);
-    sdk.check(0.03);
-    sdv.check(0.03);
+    so.check(0.03, 1e-6);
+    sl.check(1e-4, 0);
+    sdq.check(0.04, 1e-6);
+    sdk.check(0.04, 1e-6);
+    sdv.check(0.04, 1e-6);
   }
   if (ran == 0) GTEST_SKIP() << "no fast engine served the problem";
 }

@@ -152,7 +152,8 @@ std::vector<Plant> plants(const NamedJson& p, const tool::Case& c, Direction dir
         where.push_back(
             pad[static_cast<size_t>(rng.between(0, static_cast<int64_t>(pad.size()) - 1))]);
     } else {
-      where = {0, a.numel() - 1, rng.between(1, a.numel() - 2)};
+      where = {0, a.numel() - 1};
+      if (a.numel() > 2) where.push_back(rng.between(1, a.numel() - 2));
     }
     for (float x : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
