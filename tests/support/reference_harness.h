@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "floe/floe.h"
 #include "case_folder.h"
+#include "floe/floe.h"
 #include "support/reference_naive.h"
 
 namespace floe::reftest {
