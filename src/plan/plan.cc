@@ -109,9 +109,9 @@ Result<Plan> Plan::build(const Problem& problem, const Target& target, const Pla
       sel.engine->plan(impl->facts, target, impl->workspace);
   if (!launch) return launch.status();
   if (impl->workspace.overflowed()) {
-    return Status(Code::invalid_problem, "workspace: engine " + impl->engine +
-                                             " needs more bytes than 64 bits count (the " +
-                                             "problem's sizes overflow)");
+    return Status(Code::invalid_problem,
+                  "workspace: engine " + impl->engine +
+                      " would need more than 2^63 bytes; the problem's sizes overflow 64 bits");
   }
   impl->launch = std::move(*launch);
   if (!impl->launch) {
