@@ -348,6 +348,52 @@ TEST(ReferenceNonFinite, BackwardNaNReachesExactlyWhatDependsOnIt) {
   EXPECT_EQ(checked, 16 + 6);
 }
 
+// An infinity may become +-inf or NaN depending on signs, so its class is not modelled; but it
+// may only reach what a NaN in its place reaches (nothing a row cannot see, no padding), and a
+// +inf in a seen q, k or bias element must reach something.
+TEST(ReferenceNonFinite, BackwardInfinityStaysWithinItsDependencies) {
+  const Case c = base_case();
+  const Geometry g{c.spec};
+  Tensors clean = random_inputs(c, Direction::backward);
+  {
+    Tensors fwd = clean;
+    naive_forward(c.spec, fwd);
+    clean.o = fwd.o;
+    clean.lse = fwd.lse;
+  }
+  int checked = 0, reached = 0;
+  for (const Plant& p : plants(c.spec, true)) {
+    if (std::isnan(p.value) || p.tensor == "stats") continue;  // stats: the test below
+    SCOPED_TRACE(describe(p));
+    Tensors in = clean;
+    slot(in, p.tensor)[p.index] = p.value;
+    const EngineRun run = run_engine(c, Direction::backward, in);
+    ASSERT_TRUE(run.status.ok()) << run.status.message();
+    Tensors as_nan = run.in;
+    slot(as_nan, p.tensor)[p.index] = kNaN;
+    const BackwardNaN m = backward_model(g, as_nan);
+    int nonfinite = 0;
+    auto within = [&](const char* what, const std::vector<double>& got,
+                      const std::vector<bool>& may) {
+      for (size_t e = 0; e < got.size(); ++e) {
+        if (std::isfinite(got[e])) continue;
+        ++nonfinite;
+        EXPECT_TRUE(may[e]) << what << "[" << e << "] = " << got[e]
+                            << " does not depend on the planted element";
+      }
+    };
+    within("dq", run.out.dq, m.dq);
+    within("dk", run.out.dk, m.dk);
+    within("dv", run.out.dv, m.dv);
+    within("dbias", run.out.dbias, m.dbias);
+    within("dsink", run.out.dsink, m.dsink);
+    reached += nonfinite > 0;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * 20);
+  EXPECT_GT(reached, 10) << "infinities in seen elements must show somewhere";
+}
+
 // Stats of -inf mark a row without weight (what the forward writes for a row with no visible
 // key): its pairs get P = 0, as on the GPU engines, not exp(s + inf) = inf. Stats of +inf give
 // P = 0 by arithmetic. Either way every gradient stays finite.
