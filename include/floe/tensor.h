@@ -55,11 +55,16 @@ struct TensorDesc {
   static TensorDesc strided(DType dtype, std::initializer_list<int64_t> dims,
                             std::initializer_list<int64_t> strides);
 
+  // What numel() and span() return when the true value does not fit int64 (or, for span(), a
+  // stride is negative); span_bytes() returns SIZE_MAX then, or when the bytes do not fit.
+  // Validation refuses such tensors, so a valid problem never sees these values.
+  static constexpr int64_t kSizeOverflow = INT64_MAX;
+
   int64_t numel() const;
   // Elements from the base pointer to one past the last addressed element: the allocation a
-  // caller needs. Assumes non-negative strides (validation refuses negative ones).
+  // caller needs.
   int64_t span() const;
-  size_t span_bytes() const { return static_cast<size_t>(span()) * size_of(dtype); }
+  size_t span_bytes() const;
 };
 
 }  // namespace floe

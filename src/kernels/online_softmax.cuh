@@ -110,7 +110,9 @@ struct OnlineSoftmax {
         scale = fast_exp2(m - base);
         l = l * scale + fast_exp2(sink_log2 - base);
       }
-      const bool empty = top == -INFINITY || !(l > 0.f);
+      // l is 0 exactly when no term counted (top is then -inf); a NaN score or sink makes l
+      // NaN, which must reach O and the LSE (DESIGN 2), so it is not "empty".
+      const bool empty = l == 0.f;
       factor[r] = empty ? 0.f : scale * fast_rcp(l);
       lse[r] = empty ? -INFINITY : (top + fast_log2(l)) * kLn2;
     }

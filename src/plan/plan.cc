@@ -23,7 +23,41 @@ struct PlanImpl {
   WorkspaceLayout workspace;
   std::unique_ptr<const LaunchPlan> launch;
   std::array<size_t, kTensorCount> alignment{};
+  std::array<size_t, kTensorCount> span_bytes{};  // of each declared tensor, for the alias check
 };
+
+// Refuses an output whose bytes [ptr, ptr + span) meet those of another output or of an input
+// (DESIGN 2), on exact 64-bit addresses: a range that would wrap past 2^64 is refused too.
+// Ranges, not elements: outputs interleaved in one buffer are refused. No allocation unless
+// refusing.
+Status check_aliasing(const PlanImpl& p, const Arguments& args) {
+  const Direction dir = p.problem.direction();
+  uintptr_t lo[kTensorCount] = {}, hi[kTensorCount] = {};
+  for (int i = 0; i < kTensorCount; ++i) {
+    if (!p.facts.has(static_cast<TensorId>(i))) continue;
+    lo[i] = reinterpret_cast<uintptr_t>(args.ptr[i]);
+    if (__builtin_add_overflow(lo[i], p.span_bytes[i], &hi[i])) {
+      return Status(Code::invalid_argument,
+                    std::string("argument '") + to_string(static_cast<TensorId>(i)) +
+                        "': its span runs past the end of the address space");
+    }
+  }
+  for (int i = 0; i < kTensorCount; ++i) {
+    const auto a = static_cast<TensorId>(i);
+    if (!p.facts.has(a) || !is_output(a, dir)) continue;
+    for (int j = 0; j < kTensorCount; ++j) {
+      const auto b = static_cast<TensorId>(j);
+      if (j == i || !p.facts.has(b) || (is_output(b, dir) && j < i)) continue;
+      if (lo[i] < hi[j] && lo[j] < hi[i]) {
+        return Status(Code::invalid_argument,
+                      std::string("argument '") + to_string(a) + "': its memory overlaps " +
+                          (is_output(b, dir) ? "output '" : "input '") + to_string(b) +
+                          "'; an output must not overlap another output or an input");
+      }
+    }
+  }
+  return Status();
+}
 
 size_t LaunchPlan::pointer_alignment(TensorId id, const Facts& facts) const {
   return size_of(facts.t(id).dtype);
@@ -74,13 +108,21 @@ Result<Plan> Plan::build(const Problem& problem, const Target& target, const Pla
   Result<std::unique_ptr<const detail::LaunchPlan>> launch =
       sel.engine->plan(impl->facts, target, impl->workspace);
   if (!launch) return launch.status();
+  if (impl->workspace.overflowed()) {
+    return Status(Code::invalid_problem,
+                  "workspace: engine " + impl->engine +
+                      " would need more than 2^63 bytes; the problem's sizes overflow 64 bits");
+  }
   impl->launch = std::move(*launch);
   if (!impl->launch) {
     return Status(Code::internal, "engine " + impl->engine + " accepted but built no plan");
   }
   for (int i = 0; i < kTensorCount; ++i) {
     const auto id = static_cast<TensorId>(i);
-    if (impl->facts.has(id)) impl->alignment[i] = impl->launch->pointer_alignment(id, impl->facts);
+    if (impl->facts.has(id)) {
+      impl->alignment[i] = impl->launch->pointer_alignment(id, impl->facts);
+      impl->span_bytes[i] = impl->facts.t(id).span_bytes();
+    }
   }
   Plan plan;
   plan.impl_ = std::move(impl);
@@ -138,6 +180,7 @@ Status Plan::execute(const Arguments& args, void* workspace, size_t workspace_si
                                                 "': given, but the plan does not declare it");
     }
   }
+  if (Status st = detail::check_aliasing(p, args); !st) return st;
   const size_t need = p.workspace.total_bytes();
   if (need > 0) {
     if (workspace == nullptr) {

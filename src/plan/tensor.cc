@@ -91,7 +91,10 @@ TensorDesc TensorDesc::strided(DType dtype, std::initializer_list<int64_t> dims,
 
 int64_t TensorDesc::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= dims[i];
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] <= 0) return 0;
+    if (__builtin_mul_overflow(n, dims[i], &n)) return kSizeOverflow;
+  }
   return n;
 }
 
@@ -99,9 +102,23 @@ int64_t TensorDesc::span() const {
   int64_t last = 0;
   for (int i = 0; i < rank; ++i) {
     if (dims[i] <= 0) return 0;
-    last += (dims[i] - 1) * strides[i];
+    int64_t reach;
+    if (strides[i] < 0 || __builtin_mul_overflow(dims[i] - 1, strides[i], &reach) ||
+        __builtin_add_overflow(last, reach, &last)) {
+      return kSizeOverflow;
+    }
   }
-  return last + 1;
+  return last == kSizeOverflow ? kSizeOverflow : last + 1;
+}
+
+size_t TensorDesc::span_bytes() const {
+  const int64_t n = span();
+  size_t bytes;
+  if (n == kSizeOverflow ||
+      __builtin_mul_overflow(static_cast<size_t>(n), size_of(dtype), &bytes)) {
+    return static_cast<size_t>(-1);
+  }
+  return bytes;
 }
 
 }  // namespace floe

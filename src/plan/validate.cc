@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/checked_size.h"
+
 namespace floe::detail {
 
 namespace {
@@ -64,12 +66,6 @@ int rank_of(TensorId id) {
     default:
       return 4;
   }
-}
-
-bool is_output(TensorId id, Direction dir) {
-  if (dir == Direction::forward) return id == TensorId::o || id == TensorId::stats;
-  return id == TensorId::dq || id == TensorId::dk || id == TensorId::dv || id == TensorId::dbias ||
-         id == TensorId::dsink;
 }
 
 bool is_backward_only(TensorId id) {
@@ -133,6 +129,7 @@ class Checker {
       add(t(id) + " rank: is " + std::to_string(d.rank) + ", must be " + std::to_string(want_rank));
       return;
     }
+    const size_t errors_before = errors_.size();
     for (int i = 0; i < d.rank; ++i) {
       const std::string field = " dims[" + std::to_string(i) + "] (" + dim_name(id, i) + ")";
       if (d.dims[i] <= 0) {
@@ -145,6 +142,7 @@ class Checker {
             ": must not be negative");
       }
     }
+    if (errors_.size() == errors_before) check_extent(id, d);
     // dtype
     const DType q_dtype = p_.has(TensorId::q) ? p_.tensor(TensorId::q)->dtype : p_.dtype();
     switch (id) {
@@ -171,6 +169,18 @@ class Checker {
           add(t(id) + " dtype: is " + to_string(d.dtype) + ", must match q's (" +
               to_string(q_dtype) + ")");
         }
+    }
+  }
+
+  // Every dim is below 2^31, but their product and the span are not: both must fit 64 bits
+  // (element offsets and byte counts are int64 / size_t everywhere), and so must the bytes.
+  void check_extent(TensorId id, const TensorDesc& d) {
+    if (d.numel() == TensorDesc::kSizeOverflow) {
+      add(t(id) + " dims: the element count overflows 64 bits");
+    }
+    if (d.span_bytes() > static_cast<size_t>(INT64_MAX)) {
+      add(t(id) + " strides: the span (bytes from the first to one past the last element) " +
+          "overflows 64 bits");
     }
   }
 
@@ -279,9 +289,17 @@ bool is_non_overlapping(const TensorDesc& desc) {
   int64_t reach = 0;  // largest offset the smaller dims address
   for (const auto& [stride, size] : dims) {
     if (stride <= reach) return false;
-    reach += stride * (size - 1);
+    // Checked: a reach that wraps modulo 2^64 would let an aliasing layout pass.
+    int64_t step;
+    if (!checked_mul(stride, size - 1, &step) || !checked_add(reach, step, &reach)) return false;
   }
   return true;
+}
+
+bool is_output(TensorId id, Direction dir) {
+  if (dir == Direction::forward) return id == TensorId::o || id == TensorId::stats;
+  return id == TensorId::dq || id == TensorId::dk || id == TensorId::dv || id == TensorId::dbias ||
+         id == TensorId::dsink;
 }
 
 std::vector<std::string> validate(const Problem& problem) {

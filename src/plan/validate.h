@@ -19,4 +19,7 @@ Status validate_status(const Problem& problem);
 // not overlap themselves.
 bool is_non_overlapping(const TensorDesc& desc);
 
+// True for the tensors a problem of this direction writes.
+bool is_output(TensorId id, Direction dir);
+
 }  // namespace floe::detail

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/checked_size.h"
 #include "floe/plan.h"
 
 namespace floe::detail {
@@ -16,6 +18,9 @@ class WorkspaceLayout {
   // Appends a chunk; a size of 0 is recorded but takes no room. Names must be unique.
   void add(const std::string& name, size_t bytes);
   size_t total_bytes() const { return total_; }
+  // True when the sizes added do not fit 64 bits (or leave no room for any pointer offset);
+  // such a plan is refused.
+  bool overflowed() const { return total_ > static_cast<size_t>(INT64_MAX); }
   const std::vector<WorkspaceChunk>& chunks() const { return chunks_; }
 
  private:

@@ -126,6 +126,58 @@ TEST(ExecuteChecks, BadArgumentsAreRefusedAndNothingIsWritten) {
        },
        Code::invalid_argument,
        {"'k'", "aligned"}},
+      // Aliasing (issue 11 item 5): refused before any work, on exact byte ranges.
+      {"dk and dv on the same memory",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::dv, t.args.get(TensorId::dk));
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dk'", "overlaps", "output 'dv'"}},
+      {"dv starting inside dk's last row",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         const size_t dk_bytes = p.problem().tensor(TensorId::dk)->span_bytes();
+         a.set(TensorId::dv, static_cast<char*>(t.args.get(TensorId::dk)) + dk_bytes - 2);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dk'", "overlaps", "'dv'"}},
+      {"dq on q",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::dq, t.args.get(TensorId::q));
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dq'", "overlaps", "input 'q'"}},
+      {"dsink inside do",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::dsink, static_cast<char*>(t.args.get(TensorId::d_o)) + 64);
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dsink'", "overlaps", "input 'do'"}},
+      {"dbias over seq_len_kv",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         Arguments a = t.args;
+         a.set(TensorId::seq_len_kv, t.args.get(TensorId::dbias));
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dbias'", "overlaps", "input 'seq_len_kv'"}},
+      {"dv that wraps past 2^64",
+       [](const Plan& p, HostTensors& t, char* ws) {
+         // Its bytes would run from 2^64 - 256 over the top and alias address 0 onwards:
+         // refused without being touched.
+         Arguments a = t.args;
+         a.set(TensorId::dv, reinterpret_cast<void*>(~uintptr_t{0} - 255));
+         return p.execute(a, ws, p.workspace_bytes());
+       },
+       Code::invalid_argument,
+       {"'dv'", "address space"}},
       {"null workspace",
        [](const Plan& p, HostTensors& t, char*) {
          return p.execute(t.args, nullptr, p.workspace_bytes());
@@ -163,6 +215,49 @@ TEST(ExecuteChecks, BadArgumentsAreRefusedAndNothingIsWritten) {
   const Status ok = plan.execute(t.args, ws.storage, need);
   ASSERT_TRUE(ok.ok()) << ok.message();
   EXPECT_FALSE(t.outputs_untouched(problem));
+}
+
+// Outputs that only touch (dv right after dk's last byte) and inputs that overlap each other
+// (q, k and v in one buffer) are fine; so is the forward's o beside stats.
+TEST(ExecuteChecks, AdjacentOutputsAndSharedInputsAreAccepted) {
+  const Problem problem = Problem::backward(Shape{1, 2, 2, 4, 4, 8, 8}, DType::bf16);
+  auto plan = Plan::build(problem, Target::cpu(1));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  HostTensors t(problem);
+  const size_t dk_bytes = problem.tensor(TensorId::dk)->span_bytes();
+  std::vector<char> dkdv(dk_bytes + problem.tensor(TensorId::dv)->span_bytes());
+  Arguments a = t.args;
+  a.set(TensorId::dk, dkdv.data()).set(TensorId::dv, dkdv.data() + dk_bytes);
+  a.set(TensorId::k, t.args.get(TensorId::q)).set(TensorId::v, t.args.get(TensorId::q));
+  Workspace ws(plan->workspace_bytes());
+  const Status st = plan->execute(a, ws.storage, plan->workspace_bytes());
+  EXPECT_TRUE(st.ok()) << st.message();
+
+  // One byte less apart and they overlap.
+  a.set(TensorId::dv, dkdv.data() + dk_bytes - 1);
+  const Status bad = plan->execute(a, ws.storage, plan->workspace_bytes());
+  EXPECT_EQ(bad.code(), Code::invalid_argument) << bad.message();
+}
+
+// Forward: o over stats, and o over k.
+TEST(ExecuteChecks, ForwardOutputsMustNotOverlap) {
+  const Problem problem = Problem::forward(Shape{1, 2, 2, 4, 4, 8, 8}, DType::bf16).set_stats();
+  auto plan = Plan::build(problem, Target::cpu(1));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  HostTensors t(problem);
+  Workspace ws(plan->workspace_bytes());
+  Arguments a = t.args;
+  a.set(TensorId::stats, t.args.get(TensorId::o));
+  Status st = plan->execute(a, ws.storage, plan->workspace_bytes());
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find("'o'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'stats'"), std::string::npos) << st.message();
+  a = t.args;
+  a.set(TensorId::o, t.args.get(TensorId::k));
+  st = plan->execute(a, ws.storage, plan->workspace_bytes());
+  EXPECT_EQ(st.code(), Code::invalid_argument);
+  EXPECT_NE(st.message().find("input 'k'"), std::string::npos) << st.message();
+  EXPECT_TRUE(t.outputs_untouched(problem));
 }
 
 }  // namespace

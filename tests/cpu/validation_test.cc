@@ -280,6 +280,31 @@ const std::vector<Row>& rows() {
          return p.set_tensor(TensorId::dbias, TensorDesc::packed(DType::bf16, {1, 1, 16, 24}));
        },
        {"'dbias'", "without a bias"}},
+      // 64-bit sizes (issue 11 item 3): every dim below 2^31, their product not.
+      {"element count overflows 64 bits",
+       [] {
+         const int64_t m = (int64_t{1} << 31) - 1;
+         return Problem::backward(Shape{m, m, m, m, m, m, m}, DType::bf16);
+       },
+       {"'q'", "dims", "element count overflows 64 bits"}},
+      {"span of an INT64_MAX stride",
+       [] {
+         return fwd().set_strides(TensorId::k, {INT64_MAX, 1, 32, 1});
+       },
+       {"'k'", "strides", "span", "overflows 64 bits"}},
+      {"span fits int64 elements but not bytes",
+       [] {
+         return fwd().set_strides(TensorId::v, {int64_t{1} << 62, 16 * 24, 16, 1});
+       },
+       {"'v'", "strides", "span", "overflows 64 bits"}},
+      {"output aliasing modulo 2^64",
+       [] {
+         // o has b = 2 in a [4, ...] view: offsets 0 and 2^62 elements are 2^63 bytes apart,
+         // and a 4th batch would land on byte 2^64 = 0. The reach and span must not wrap.
+         auto p = Problem::forward(Shape{4, 8, 2, 16, 24, 32, 16}, DType::bf16);
+         return p.set_strides(TensorId::o, {int64_t{1} << 62, 16 * 16, 16, 1});
+       },
+       {"'o'", "strides"}},
   };
   return table;
 }
@@ -329,6 +354,44 @@ TEST(Validation, NonOverlapRule) {
   EXPECT_TRUE(is_non_overlapping(TensorDesc::strided(DType::bf16, {1, 3, 1, 5}, {0, 5, 0, 1})));
   EXPECT_FALSE(is_non_overlapping(TensorDesc::strided(DType::bf16, {2, 3, 4, 5}, {60, 20, 5, 0})));
   EXPECT_FALSE(is_non_overlapping(TensorDesc::strided(DType::bf16, {2, 3, 4, 5}, {60, 20, 4, 1})));
+  // A reach that wraps modulo 2^64 is not "past everything": index 4 of dim 0 would alias 0.
+  EXPECT_FALSE(is_non_overlapping(TensorDesc::strided(DType::bf16, {5, 2}, {int64_t{1} << 62, 1})));
+  EXPECT_FALSE(is_non_overlapping(TensorDesc::strided(DType::bf16, {2, 3}, {1, int64_t{1} << 62})));
+}
+
+// numel, span and span_bytes saturate instead of wrapping (issue 11 item 3: span_bytes() was 62
+// for a stride of INT64_MAX).
+TEST(Validation, SizesSaturateInsteadOfWrapping) {
+  const TensorDesc wide = TensorDesc::strided(DType::bf16, {2, 4}, {INT64_MAX, 1});
+  EXPECT_EQ(wide.span(), TensorDesc::kSizeOverflow);
+  EXPECT_EQ(wide.span_bytes(), SIZE_MAX);
+  const int64_t m = (int64_t{1} << 31) - 1;
+  EXPECT_EQ(TensorDesc::packed(DType::bf16, {m, m, m, m}).numel(), TensorDesc::kSizeOverflow);
+  // Fits in elements, not in bytes.
+  const TensorDesc bytes = TensorDesc::strided(DType::f32, {2}, {int64_t{1} << 62});
+  EXPECT_EQ(bytes.span(), (int64_t{1} << 62) + 1);
+  EXPECT_EQ(bytes.span_bytes(), SIZE_MAX);
+  // And the ordinary case is unchanged.
+  const TensorDesc ok = TensorDesc::strided(DType::bf16, {2, 3, 4, 5}, {999, 7, 300, 1});
+  EXPECT_EQ(ok.numel(), 120);
+  EXPECT_EQ(ok.span(), 999 + 14 + 900 + 4 + 1);
+  EXPECT_EQ(ok.span_bytes(), 2u * (999 + 14 + 900 + 4 + 1));
+}
+
+// A valid problem whose workspace would not fit 64 bits is refused at build, naming the
+// workspace; the backward used to wrap to a small size.
+TEST(Validation, WorkspaceThatOverflowsIsRefused) {
+  // B * Hq * Sq = 2^60 rows with d = 1: every tensor fits, but the reference engine's fp64
+  // Delta needs 2^63 bytes.
+  const int64_t n = int64_t{1} << 20;
+  const Problem p = Problem::backward(Shape{n, n, n, n, 1, 1, 1}, DType::bf16);
+  ASSERT_TRUE(detail::validate(p).empty()) << detail::validate(p).front();
+  auto plan = Plan::build(p, Target::cpu(1));
+  ASSERT_FALSE(plan.ok()) << "workspace_bytes() = " << plan->workspace_bytes();
+  EXPECT_EQ(plan.status().code(), Code::invalid_problem);
+  EXPECT_NE(plan.status().message().find("workspace"), std::string::npos)
+      << plan.status().message();
+  EXPECT_NE(plan.status().message().find("overflow"), std::string::npos) << plan.status().message();
 }
 
 }  // namespace

@@ -327,6 +327,24 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
     (output ? strided_out : strided_in) = true;
   }
   j["strides"] = strides;
+  // The vectors too (issue 11 item 4: an engine that reads them packed must fail here).
+  json vector_strides = json::object();
+  std::vector<std::string> vectors;
+  if (j["sink"].get<bool>()) vectors.push_back("sink");
+  if (j["sink"].get<bool>() && bwd) vectors.push_back("dsink");
+  if (!j["seq_len_q"].is_null()) vectors.push_back("seq_len_q");
+  if (!j["seq_len_kv"].is_null()) vectors.push_back("seq_len_kv");
+  for (const std::string& name : vectors) {
+    if (rng.chance(0.4)) continue;  // packed
+    const int64_t n =
+        name == "sink" || name == "dsink" ? j["h_q"].get<int64_t>() : j["b"].get<int64_t>();
+    vector_strides[name] = n == 1 ? rng.pick(std::vector<int64_t>{0, 3, 1001})
+                                  : rng.pick(std::vector<int64_t>{2, 3, 5, 17, 1000});
+    const bool output = name == "dsink";
+    (output ? strided_out : strided_in) = true;
+    add(features, "strided " + name);
+  }
+  if (!vector_strides.empty()) j[kVectorStridesKey] = vector_strides;
   if (strided_in) add(features, "strided inputs");
   if (strided_out) add(features, "strided outputs");
   if (inner_gap) add(features, "inner stride>1");
@@ -334,9 +352,31 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
   return j;
 }
 
-Result<tool::Case> make_case(const json& j, uint64_t data_seed) {
+namespace {
+
+// Applies the kVectorStridesKey strides of `vs` to the vectors `p` declares.
+Status apply_vector_strides(const json& vs, Problem& p) {
+  for (const auto& [name, stride] : vs.items()) {
+    const TensorId id = tool::tensor_of(name);
+    if (!p.has(id)) continue;
+    p.set_strides(id, {stride.get<int64_t>()});
+    if (!p.setter_error().empty()) return Status(Code::invalid_problem, p.setter_error());
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<tool::Case> make_case(const json& j_in, uint64_t data_seed) {
+  json j = j_in;
+  json vector_strides = json::object();
+  if (j.contains(kVectorStridesKey)) {
+    vector_strides = j[kVectorStridesKey];
+    j.erase(kVectorStridesKey);
+  }
   Result<Problem> problem = tool::problem_from_json(j);
   if (!problem) return problem.status();
+  if (Status st = apply_vector_strides(vector_strides, *problem); !st) return st;
   tool::Case c;
   c.json = j;
   c.problem = *problem;
@@ -380,6 +420,7 @@ Result<tool::Case> make_case(const json& j, uint64_t data_seed) {
     Result<Problem> fp = tool::problem_from_json(fj);
     if (!fp)
       return Status(fp.status().code(), "the forward of a backward case: " + fp.status().message());
+    if (Status st = apply_vector_strides(vector_strides, *fp); !st) return st;
     tool::Case fc;
     fc.json = fj;
     fc.problem = *fp;
@@ -429,15 +470,15 @@ std::string describe(const json& j) {
     o << " lens_kv" << j["seq_len_kv"].dump();
   if (j.value("op", "") == kOpForward && is_true(j, "stats")) o << " stats";
   if (is_true(j, "deterministic")) o << " deterministic";
-  if (j.contains("strides") && !j["strides"].empty()) {
-    o << " strided(";
-    bool first = true;
-    for (const auto& [name, _] : j["strides"].items()) {
-      o << (first ? "" : ",") << name;
+  bool first = true;
+  for (const char* key : {"strides", kVectorStridesKey}) {
+    if (!j.contains(key) || j[key].empty()) continue;
+    for (const auto& [name, _] : j[key].items()) {
+      o << (first ? " strided(" : ",") << name;
       first = false;
     }
-    o << ")";
   }
+  if (!first) o << ")";
   return o.str();
 }
 

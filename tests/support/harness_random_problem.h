@@ -42,8 +42,14 @@ GeneratorLimits generator_limits(const std::string& level);
 inline constexpr const char* kOpForward = "fwd";
 inline constexpr const char* kOpBackward = "bwd";
 
-// A random valid problem.json. `features` (may be null) receives the names of what the
-// problem exercises, for the battery's per-feature counts.
+// The strides of the vectors sink, dsink, seq_len_q and seq_len_kv: {name: stride}. The case
+// format (tools' problem.json) has no strides for them yet, so the generator keeps them beside
+// the problem under this key and make_case applies them to the parsed Problem (and leaves the key
+// out of the case's json). A reproducer written from such a case runs the vectors packed.
+inline constexpr const char* kVectorStridesKey = "vector_strides";
+
+// A random valid problem.json (plus kVectorStridesKey). `features` (may be null) receives the names
+// of what the problem exercises, for the battery's per-feature counts.
 nlohmann::json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& limits,
                                    std::vector<std::string>* features);
 

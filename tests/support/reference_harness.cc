@@ -7,13 +7,13 @@
 #include <random>
 #include <sstream>
 
+#include "buffers.h"
 #include "common/dtype_convert.h"
+#include "guarded_block.h"
 
 namespace floe::reftest {
 
 namespace {
-
-constexpr uint8_t kPoison = 0xFF;
 
 bool is_output(TensorId id, Direction dir) {
   if (dir == Direction::forward) return id == TensorId::o || id == TensorId::stats;
@@ -26,6 +26,28 @@ double ulp(DType dtype, double x) {
   const int min_exp = dtype == DType::f16 ? -14 : -126;
   const int e = x == 0 ? min_exp : std::max(std::ilogb(x), min_exp);
   return std::ldexp(1.0, e - mantissa);
+}
+
+// A logical fp64 array as the float32 array TensorBuffers uploads. Along a zero-stride dim
+// every index addresses one element, which TensorBuffers accepts only when the values agree:
+// each takes the value at the dim's last index (what a plain strided write would leave).
+tool::HostArray to_array(const TensorDesc& d, const std::vector<double>& logical) {
+  tool::HostArray a;
+  a.shape.assign(d.dims.begin(), d.dims.begin() + d.rank);
+  a.data.resize(logical.size());
+  int64_t idx[TensorDesc::kMaxRank] = {0, 0, 0, 0};
+  for (size_t e = 0; e < logical.size(); ++e) {
+    int64_t src = 0;
+    for (int r = 0; r < d.rank; ++r) {
+      src = src * d.dims[r] + (d.strides[r] == 0 ? d.dims[r] - 1 : idx[r]);
+    }
+    a.data[e] = static_cast<float>(logical[static_cast<size_t>(src)]);
+    for (int r = d.rank - 1; r >= 0; --r) {  // the next index in C order
+      if (++idx[r] < d.dims[r]) break;
+      idx[r] = 0;
+    }
+  }
+  return a;
 }
 
 std::string json_list(const std::vector<int>& v) {
@@ -57,61 +79,6 @@ TensorDesc make_desc(DType dtype, const TensorDesc& logical, const Layout& layou
   return d;
 }
 
-HostTensor::HostTensor(const TensorDesc& desc)
-    : desc_(desc), bytes_(desc.span_bytes() + 2 * kGuard, kPoison) {}
-
-template <class Fn>
-void HostTensor::for_each_offset(Fn fn) const {
-  int64_t idx[TensorDesc::kMaxRank] = {0, 0, 0, 0};
-  const int64_t n = desc_.numel();
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t off = 0;
-    for (int r = 0; r < desc_.rank; ++r) off += idx[r] * desc_.strides[r];
-    fn(e, off);
-    for (int r = desc_.rank - 1; r >= 0; --r) {  // the next index in C order
-      if (++idx[r] < desc_.dims[r]) break;
-      idx[r] = 0;
-    }
-  }
-}
-
-void HostTensor::write(const std::vector<double>& logical) {
-  for_each_offset([&](int64_t e, int64_t off) {
-    detail::store_from_float(data(), off, desc_.dtype, static_cast<float>(logical[e]));
-  });
-}
-
-std::vector<double> HostTensor::read() const {
-  std::vector<double> out(static_cast<size_t>(desc_.numel()));
-  const void* base = bytes_.data() + kGuard;
-  for_each_offset(
-      [&](int64_t e, int64_t off) { out[e] = detail::load_as_float(base, off, desc_.dtype); });
-  return out;
-}
-
-std::string HostTensor::untouched_outside() const {
-  std::vector<bool> element(bytes_.size(), false);
-  const size_t width = size_of(desc_.dtype);
-  for_each_offset([&](int64_t, int64_t off) {
-    for (size_t k = 0; k < width; ++k) element[kGuard + off * width + k] = true;
-  });
-  for (size_t i = 0; i < bytes_.size(); ++i) {
-    if (!element[i] && bytes_[i] != kPoison) {
-      const int64_t rel = static_cast<int64_t>(i) - static_cast<int64_t>(kGuard);
-      return "byte " + std::to_string(rel) + " (relative to the base) outside the elements";
-    }
-  }
-  return "";
-}
-
-HostWorkspace::HostWorkspace(size_t bytes)
-    : bytes_(bytes + kWorkspaceAlignment, kPoison), size_(bytes) {
-  const auto addr = reinterpret_cast<uintptr_t>(bytes_.data());
-  const uintptr_t aligned =
-      (addr + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-  base_ = bytes_.data() + (aligned - addr);
-}
-
 std::string Case::describe(Direction dir) const {
   const Problem p = make_problem(*this, dir);
   std::ostringstream js;
@@ -124,7 +91,7 @@ std::string Case::describe(Direction dir) const {
   bool first = true;
   for (int i = 0; i < kTensorCount; ++i) {
     const auto id = static_cast<TensorId>(i);
-    if (!p.has(id) || !layouts.count(id)) continue;
+    if (!p.has(id) || (!layouts.count(id) && !problem)) continue;
     const TensorDesc& d = *p.tensor(id);
     js << (first ? "" : ", ") << "\"" << to_string(id) << "\": [";
     for (int r = 0; r < d.rank; ++r) js << (r ? ", " : "") << d.strides[r];
@@ -151,6 +118,7 @@ std::string Case::describe(Direction dir) const {
 }
 
 Problem make_problem(const Case& c, Direction dir) {
+  if (c.problem) return *c.problem;
   const Spec& s = c.spec;
   const Shape shape{s.b, s.h_q, s.h_kv, s.s_q, s.s_kv, s.d_qk, s.d_v};
   Problem p = dir == Direction::forward ? Problem::forward(shape, c.dtype)
@@ -207,19 +175,23 @@ EngineRun run_engine(const Case& c, Direction dir, const Tensors& inputs) {
   const Problem problem = make_problem(c, dir);
   EngineRun run;
   run.in = inputs;
-  std::map<TensorId, HostTensor> buf;
-  Arguments args;
-  for (int i = 0; i < kTensorCount; ++i) {
-    const auto id = static_cast<TensorId>(i);
-    if (!problem.has(id)) continue;
-    buf.emplace(id, HostTensor(*problem.tensor(id)));
-    args.set(id, buf.at(id).data());
+  Result<tool::TensorBuffers> bufs = tool::TensorBuffers::create(problem, tool::Memory::host);
+  if (!bufs) {
+    run.status = bufs.status();
+    return run;
   }
-  // Each input is written, then read back as the engine will see it.
+  // Each input is uploaded, then read back as the engine will see it.
   auto put = [&](TensorId id, std::vector<double>& v) {
-    if (!problem.has(id)) return;
-    buf.at(id).write(v);
-    v = buf.at(id).read();
+    if (!problem.has(id) || !run.status.ok()) return;
+    const TensorDesc& d = *problem.tensor(id);
+    run.status = bufs->upload(id, to_array(d, v));
+    if (!run.status.ok()) return;
+    Result<tool::HostArray> back = bufs->download(id);
+    if (!back) {
+      run.status = back.status();
+      return;
+    }
+    v.assign(back->data.begin(), back->data.end());
   };
   Tensors& in = run.in;
   std::vector<double> seq_q(c.spec.seq_q.begin(), c.spec.seq_q.end());
@@ -243,31 +215,40 @@ EngineRun run_engine(const Case& c, Direction dir, const Tensors& inputs) {
     put(TensorId::stats, in.lse);
     put(TensorId::d_o, in.d_o);
   }
+  if (run.status.ok()) run.status = bufs->poison_outputs();
+  if (!run.status.ok()) return run;
 
-  std::map<TensorId, std::vector<uint8_t>> inputs_before;
-  for (const auto& [id, t] : buf) {
-    if (!is_output(id, dir)) inputs_before[id] = t.snapshot();
-  }
   Result<Plan> plan = Plan::build(problem, Target::cpu(c.threads), PlanOptions{"reference"});
   if (!plan) {
     run.status = plan.status();
     return run;
   }
-  HostWorkspace ws(plan->workspace_bytes());
-  run.status = plan->execute(args, ws.data(), ws.size());
+  Result<tool::GuardedBlock> ws =
+      tool::GuardedBlock::create(plan->workspace_bytes(), tool::Memory::host, "workspace");
+  if (!ws) {
+    run.status = ws.status();
+    return run;
+  }
+  if (Status st = ws->fill_payload(0xFF); !st) {  // an engine must not assume it clean
+    run.status = st;
+    return run;
+  }
+  run.status = plan->execute(bufs->arguments(), ws->payload(), plan->workspace_bytes());
   if (!run.status.ok()) return run;
 
-  for (const auto& [id, t] : buf) {
-    const std::string name = std::string("tensor '") + to_string(id) + "': ";
-    if (!is_output(id, dir)) {
-      if (!t.same_as(inputs_before[id])) run.damage.push_back(name + "an input was written");
-      continue;
-    }
-    if (std::string e = t.untouched_outside(); !e.empty()) run.damage.push_back(name + e);
-    run.output_bytes[id] = t.snapshot();
-  }
+  if (Status st = bufs->check_guards(); !st) run.damage.push_back(st.message());
+  if (Status st = ws->check_canaries(); !st) run.damage.push_back(st.message());
   auto get = [&](TensorId id, std::vector<double>& v) {
-    if (problem.has(id) && is_output(id, dir)) v = buf.at(id).read();
+    if (!problem.has(id) || !is_output(id, dir)) return;
+    Result<tool::HostArray> out = bufs->download(id);
+    if (!out) {
+      run.damage.push_back(out.status().message());
+      return;
+    }
+    v.assign(out->data.begin(), out->data.end());
+    std::vector<uint8_t>& bits = run.output_bytes[id];
+    bits.resize(out->data.size() * sizeof(float));
+    std::memcpy(bits.data(), out->data.data(), bits.size());
   };
   get(TensorId::o, run.out.o);
   get(TensorId::stats, run.out.lse);
@@ -277,6 +258,73 @@ EngineRun run_engine(const Case& c, Direction dir, const Tensors& inputs) {
   get(TensorId::dbias, run.out.dbias);
   get(TensorId::dsink, run.out.dsink);
   return run;
+}
+
+Result<ReferenceInputs> case_from_generated(const tool::Case& g, const std::string& name) {
+  const Problem& p = g.problem;
+  ReferenceInputs r;
+  r.dir = p.direction();
+  Case& c = r.c;
+  c.name = name;
+  c.problem = p;
+  c.threads = 1;
+  const TensorDesc& q = *p.tensor(TensorId::q);
+  const TensorDesc& k = *p.tensor(TensorId::k);
+  const TensorDesc& v = *p.tensor(TensorId::v);
+  c.dtype = q.dtype;
+  Spec& s = c.spec;
+  s.b = q.dims[0], s.h_q = q.dims[1], s.s_q = q.dims[2], s.d_qk = q.dims[3];
+  s.h_kv = k.dims[1], s.s_kv = k.dims[2], s.d_v = v.dims[3];
+  s.scale = p.scale();
+  s.softcap = p.softcap();
+  s.left = p.mask().left;
+  s.right = p.mask().right;
+  s.bottom_right = p.mask().align == MaskAlign::bottom_right;
+  if (p.has(TensorId::bias)) {
+    s.bias_b = p.tensor(TensorId::bias)->dims[0];
+    s.bias_h = p.tensor(TensorId::bias)->dims[1];
+  }
+  s.sink = p.has(TensorId::sink);
+  c.stats = p.has(TensorId::stats);
+  c.bias_grad = p.has(TensorId::dbias);
+  auto take = [&](const char* key, std::vector<double>& out) -> Status {
+    const auto it = g.inputs.find(key);
+    if (it == g.inputs.end()) {
+      return Status(Code::invalid_argument, std::string("generated case: no input '") + key + "'");
+    }
+    out.assign(it->second.data.begin(), it->second.data.end());
+    return Status();
+  };
+  std::vector<std::string> keys = {"q", "k", "v"};
+  if (s.has_bias()) keys.push_back("bias");
+  if (s.sink) keys.push_back("sink");
+  if (r.dir == Direction::backward) keys.insert(keys.end(), {"o", "stats", "do"});
+  Tensors& t = r.inputs;
+  for (const std::string& key : keys) {
+    std::vector<double>* dst = key == "q"      ? &t.q
+                               : key == "k"    ? &t.k
+                               : key == "v"    ? &t.v
+                               : key == "bias" ? &t.bias
+                               : key == "sink" ? &t.sink
+                               : key == "o"    ? &t.o
+                               : key == "do"   ? &t.d_o
+                                               : &t.lse;
+    if (Status st = take(key.c_str(), *dst); !st) return st;
+  }
+  for (const char* key : {"seq_len_q", "seq_len_kv"}) {
+    if (!p.has(tool::tensor_of(key))) continue;
+    std::vector<double> lens;
+    if (Status st = take(key, lens); !st) return st;
+    std::vector<int>& dst = std::string(key) == "seq_len_q" ? s.seq_q : s.seq_kv;
+    for (double x : lens) dst.push_back(static_cast<int>(x));
+  }
+  size_tensors(s, t);  // the outputs' slots; inputs keep their values
+  if (r.dir == Direction::forward) {
+    t.o.clear();
+    t.lse.clear();
+    t.d_o.clear();
+  }
+  return r;
 }
 
 std::string compare(const char* name, const std::vector<double>& engine,

@@ -1,14 +1,17 @@
-// Runs the reference engine on one test case: strided host buffers with poisoned gaps and
-// guard bytes, seeded random inputs, the outputs read back as logical fp64 arrays, and a
-// comparison to within one ulp of the output dtype.
+// Runs the reference engine on one test case: the tensors in tool::TensorBuffers on the host (the
+// strided buffers with poisoned gaps and canaries that `floe run` and the GPU harness use),
+// seeded random inputs, the outputs read back as logical fp64 arrays, and a comparison to within
+// one ulp of the output dtype.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "case_folder.h"
 #include "floe/floe.h"
 #include "support/reference_naive.h"
 
@@ -33,46 +36,6 @@ struct Layout {
 
 TensorDesc make_desc(DType dtype, const TensorDesc& logical, const Layout& layout);
 
-// A host buffer for one tensor, guard bytes on both sides, every byte poisoned (0xFF: NaN in
-// f16, bf16 and f32) until written.
-class HostTensor {
- public:
-  static constexpr size_t kGuard = 64;
-  explicit HostTensor(const TensorDesc& desc);
-
-  void* data() { return bytes_.data() + kGuard; }
-  const TensorDesc& desc() const { return desc_; }
-  // Writes a logical C-order array, each value rounded to the dtype (via float).
-  void write(const std::vector<double>& logical);
-  // Reads the logical C-order array back: what the engine sees (rounded, and for a stride-0 dim,
-  // the value written last).
-  std::vector<double> read() const;
-  // Empty when every byte outside the tensor's elements (gaps, guards) is still poison.
-  std::string untouched_outside() const;
-  std::vector<uint8_t> snapshot() const { return bytes_; }
-  bool same_as(const std::vector<uint8_t>& snap) const { return snap == bytes_; }
-
- private:
-  template <class Fn>
-  void for_each_offset(Fn fn) const;  // fn(logical index, element offset)
-
-  TensorDesc desc_;
-  std::vector<uint8_t> bytes_;
-};
-
-// A 256-byte aligned, poisoned host workspace.
-class HostWorkspace {
- public:
-  explicit HostWorkspace(size_t bytes);
-  void* data() { return base_; }
-  size_t size() const { return size_; }
-
- private:
-  std::vector<uint8_t> bytes_;
-  void* base_ = nullptr;
-  size_t size_ = 0;
-};
-
 struct Case {
   std::string name;
   Spec spec;
@@ -84,6 +47,9 @@ struct Case {
   bool bias_grad = true;  // backward with a bias: declare dbias
   // Backward: stats are given as the exact LSE plus this shift, to prove they are used as given.
   double lse_shift = 0;
+  // When set, the problem as given (any strides), instead of one built from spec and layouts:
+  // what case_from_generated makes of the GPU battery's random problems.
+  std::optional<Problem> problem;
 
   // The problem as the case-file JSON of DESIGN §4 (strides included) and the seed.
   std::string describe(Direction dir) const;
@@ -96,14 +62,16 @@ inline void PrintTo(const Case& c, std::ostream* os) {
 
 Problem make_problem(const Case& c, Direction dir);
 
-// One run of the engine. `in` holds the inputs as the engine saw them; `out` its outputs
-// (forward: o, lse; backward: dq, dk, dv, dbias, dsink). `damage` lists any byte the engine
-// touched outside its outputs' elements, or in its inputs.
+// One run of the engine. `in` holds the inputs as the engine saw them (rounded; along a
+// zero-stride dim every index holds the value of the last one); `out` its outputs (forward: o,
+// lse; backward: dq, dk, dv, dbias, dsink). `damage` lists what the engine touched outside its
+// outputs' elements or in its inputs (TensorBuffers::check_guards), and workspace canaries.
 struct EngineRun {
   Status status;
   Tensors in, out;
   std::vector<std::string> damage;
-  std::map<TensorId, std::vector<uint8_t>> output_bytes;  // raw, for bitwise comparison
+  std::map<TensorId, std::vector<uint8_t>> output_bytes;  // bits of every value, for bitwise
+                                                          // comparison
 };
 
 // Fills every input with seeded random values; for the backward, o and lse come from the naive
@@ -119,6 +87,17 @@ std::string compare(const char* name, const std::vector<double>& engine,
 // Every output of the direction, engine vs naive; the case is described on failure.
 std::string compare_outputs(const Case& c, Direction dir, const Tensors& engine,
                             const Tensors& naive);
+
+// One random-problem generator for both harnesses: a case of harness_random_problem (the GPU
+// battery's generator; a tool::Case with its inputs) as a reference-harness case and its inputs,
+// so that the CPU battery holds the reference engine to the naive formulation on the very
+// problems the GPU battery holds the GPU engines to the reference on.
+struct ReferenceInputs {
+  Case c;
+  Direction dir = Direction::forward;
+  Tensors inputs;
+};
+Result<ReferenceInputs> case_from_generated(const tool::Case& generated, const std::string& name);
 
 // Runs the engine on c's random inputs and holds every output to the naive formulation: one
 // ulp of the output dtype, no byte touched outside the outputs. Empty when all is well.

@@ -96,6 +96,7 @@ __global__ void __launch_bounds__(kThreads) generic_dsink_kernel(const Params p,
       const BatchLens L = batch_lens(p, b);
       for (int i = tid; i < L.sq; i += kThreads) {
         const double lse = stat_at(p, b, h, i);
+        if (lse == -INFINITY) continue;  // a row without weight adds nothing (DESIGN 2, sm80)
         acc += exp(sigma - lse) * static_cast<double>(p.delta[delta_index(p, b, h, i)]);
       }
     }
@@ -130,7 +131,9 @@ __device__ __forceinline__ void probabilities(const Params& p, const BatchLens& 
     row_window(p, L, qi, klo, khi);
     float lse2 = 0.f, dl = 0.f;
     if (qi < L.sq) {
-      lse2 = stat_at(p, b, h, qi) * kLog2e;
+      // LSE -inf marks a row without weight: every P of it is 0 (+inf - +inf stays NaN).
+      const float lse = stat_at(p, b, h, qi);
+      lse2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
       dl = p.delta[delta_index(p, b, h, qi)];
     }
 #pragma unroll

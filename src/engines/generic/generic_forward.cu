@@ -128,10 +128,13 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
     const int qi = fs.m0 + 4 * ty + i;
     const float l = tile::row_sum16(l_run[i]);
     float factor = 0.f, lse = -INFINITY;
-    if (qi < fs.L.sq) {  // padded rows: O = 0, stats = -inf, sink or not
+    const bool valid = qi < fs.L.sq;
+    if (valid) {  // padded rows: O = 0, stats = -inf, sink or not
+      // NaN must survive to O and stats (DESIGN 2): fmaxf drops a NaN sink, so the max is a
+      // compare that keeps it, and a NaN score (dropped by the tile max) shows as l = NaN.
       const float mx = m_run[i];
-      const float M = fmaxf(mx, sink2);
-      if (M != -INFINITY) {
+      const float M = mx > sink2 ? mx : sink2;
+      if (M != -INFINITY || l != l) {
         const float keep = exp2f(mx - M);
         const float denom = fmaf(l, keep, p.has_sink ? exp2f(sink2 - M) : 0.f);
         factor = keep / denom;
@@ -145,7 +148,9 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
         for (int j = 0; j < 4; ++j) {
           const int c = 64 * jj + 4 * tx + j;
           if (c < fs.cols) {
-            store_elem<T>(ob, qi * p.o.s[2] + c * p.o.s[3], acc[i][4 * jj + j] * factor);
+            // A select for padded rows: 0 * a NaN that V brought in would be NaN.
+            store_elem<T>(ob, qi * p.o.s[2] + c * p.o.s[3],
+                          valid ? acc[i][4 * jj + j] * factor : 0.f);
           }
         }
       }

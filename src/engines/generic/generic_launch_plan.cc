@@ -133,7 +133,7 @@ Geometry make_geometry(const Facts& f, const Params& p) {
 
 void add_workspace(const Facts& f, WorkspaceLayout& workspace) {
   if (!f.backward()) return;
-  workspace.add(kDeltaChunk, static_cast<size_t>(f.b * f.h_q * f.s_q) * sizeof(float));
+  workspace.add(kDeltaChunk, saturating_bytes({f.b, f.h_q, f.s_q, int64_t{sizeof(float)}}));
 }
 
 Status GenericLaunchPlan::launch(const Facts& facts, const Arguments& args, const Workspace& ws,

@@ -127,7 +127,10 @@ struct Backward {
       for (int64_t b = 0; b < f.b; ++b) {
         const Lengths len = ops.lengths(b);
         for (int64_t i = 0; i < len.sq; ++i) {
-          sum += Operands::prob(sigma, lse(b, h, i)) * delta[row_index(f, b, h, i)];
+          // A row without weight (LSE -inf) adds nothing, not 0 * Delta (NaN when Delta is).
+          const double l = lse(b, h, i);
+          if (l == kNegInf) continue;
+          sum += Operands::prob(sigma, l) * delta[row_index(f, b, h, i)];
         }
       }
       ops.dsink.store(-sum, h);

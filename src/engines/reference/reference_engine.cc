@@ -41,9 +41,11 @@ class ReferenceEngine final : public Engine {
     const int threads = std::clamp(target.cpu_threads, 1, reference::kMaxThreads);
     const int64_t per_thread = facts.backward() ? reference::backward_scratch_doubles(facts)
                                                 : reference::forward_scratch_doubles(facts);
-    workspace.add(reference::kRowScratch, sizeof(double) * threads * per_thread);
+    const int64_t f64 = sizeof(double);
+    workspace.add(reference::kRowScratch, detail::saturating_bytes({f64, threads, per_thread}));
     if (facts.backward()) {
-      workspace.add(reference::kDelta, sizeof(double) * facts.b * facts.h_q * facts.s_q);
+      workspace.add(reference::kDelta,
+                    detail::saturating_bytes({f64, facts.b, facts.h_q, facts.s_q}));
     }
     return std::unique_ptr<const LaunchPlan>(std::make_unique<ReferenceLaunch>(threads));
   }

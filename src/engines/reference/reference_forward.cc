@@ -33,12 +33,14 @@ void forward_row(const Operands& ops, int64_t b, int64_t h, int64_t i, double* s
   int64_t first = 0, last = -1;
   ops.key_range(len, i, &first, &last);
 
+  // The max propagates NaN (std::max would drop it): a NaN logit or sink makes m, LSE and O NaN,
+  // and a +inf one makes exp(s - m) = exp(inf - inf) NaN, as DESIGN section 2 asks.
   double m = ops.has_sink() ? ops.sigma(h) : kNegInf;
   for (int64_t j = first; j <= last; ++j) {
     s[j] = ops.logit(ops.k.dot_row(q, b, hk, j, f.d_qk), b, h, i, j).s;
-    m = std::max(m, s[j]);
+    m = nan_max(m, s[j]);
   }
-  double lse = kNegInf;  // no visible key (nor a finite sink): O = 0, stats = -inf
+  double lse = kNegInf;  // no visible key with a logit above -inf (nor a sink): O = 0, -inf
   if (m != kNegInf) {
     double l = ops.has_sink() ? std::exp(ops.sigma(h) - m) : 0.0;
     for (int64_t j = first; j <= last; ++j) l += std::exp(s[j] - m);
@@ -48,6 +50,8 @@ void forward_row(const Operands& ops, int64_t b, int64_t h, int64_t i, double* s
       for (int64_t d = 0; d < f.d_v; ++d) acc[d] += p * ops.v.load(b, hk, j, d);
     }
   }
+  // O = sum / l: with no visible key and a NaN (or +inf) sink that is 0 / NaN, not 0.
+  if (std::isnan(lse)) std::fill(acc, acc + f.d_v, lse);
   ops.o.store_row(b, h, i, f.d_v, acc);
   if (write_stats) ops.stats.store(lse, b, h, i);
 }

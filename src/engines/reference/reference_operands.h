@@ -17,6 +17,12 @@ namespace floe::detail::reference {
 
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+// max(a, b) that propagates NaN from either side (std::max and fmax drop it).
+inline double nan_max(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a < b ? b : a;
+}
+
 // One tensor as declared: a host pointer, a dtype and up to four element strides. Strides past
 // the rank are zero so that callers may pass unused trailing indices as 0.
 struct View {
@@ -143,7 +149,13 @@ struct Operands {
   }
 
   // exp(s - lse): a logit of -inf (a -inf bias) has probability 0 even when lse is -inf too.
-  static double prob(double s, double lse) { return s == kNegInf ? 0.0 : std::exp(s - lse); }
+  // An LSE of -inf is what the forward writes for a row with no weight, so the backward gives
+  // every pair of such a row probability 0 (as if lse were +inf: a +inf logit still gives NaN),
+  // which is what the GPU engines compute.
+  static double prob(double s, double lse) {
+    if (s == kNegInf) return 0.0;
+    return std::exp(s - (lse == kNegInf ? -kNegInf : lse));
+  }
 };
 
 }  // namespace floe::detail::reference

@@ -98,13 +98,15 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
 // Every temporary is a named chunk, O(B * H * S * D): the fp32 dQ accumulator, the dense
 // LSE (log2 units) and Delta, and in deterministic mode one semaphore per query tile.
 void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
-  const size_t rows = static_cast<size_t>(f.b * f.h_q) * static_cast<size_t>(p.s_q_pad);
-  ws.add(kDqAccumChunk, rows * static_cast<size_t>(p.dq_ld) * sizeof(float));
-  ws.add(kLseChunk, rows * sizeof(float));
-  ws.add(kDeltaChunk, rows * sizeof(float));
+  // Saturating products: a size that overflows makes the plan's total overflow, which
+  // Plan::build refuses, instead of wrapping to a small workspace.
+  const int64_t f32 = sizeof(float);
+  ws.add(kDqAccumChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, p.dq_ld, f32}));
+  ws.add(kLseChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, f32}));
+  ws.add(kDeltaChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, f32}));
   if (f.deterministic) {
-    ws.add(kDqSemaphoreChunk, static_cast<size_t>(f.b * f.h_q) *
-                                  static_cast<size_t>(p.num_m_blocks) * sizeof(int32_t));
+    ws.add(kDqSemaphoreChunk,
+           saturating_bytes({f.b, f.h_q, p.num_m_blocks, int64_t{sizeof(int32_t)}}));
   }
 }
 
