@@ -102,6 +102,35 @@ struct TensorBuffers::State {
   }
 };
 
+Status span_bytes_checked(TensorId id, const TensorDesc& d, size_t* bytes) {
+  *bytes = 0;
+  for (int i = 0; i < d.rank; ++i) {
+    if (d.dims[i] <= 0) return Status();  // no element: whatever the strides, no span
+  }
+  int64_t numel = 1, last = 0;
+  bool overflow = false;
+  for (int i = 0; i < d.rank; ++i) {
+    int64_t term = 0;
+    overflow |= __builtin_mul_overflow(numel, d.dims[i], &numel);
+    overflow |= __builtin_mul_overflow(d.dims[i] - 1,
+                                       d.strides[i] < 0 ? -d.strides[i] : d.strides[i], &term);
+    overflow |= __builtin_add_overflow(last, term, &last);
+  }
+  int64_t total = 0;
+  overflow |= __builtin_add_overflow(last, int64_t{1}, &total);
+  overflow |= __builtin_mul_overflow(total, static_cast<int64_t>(size_of(d.dtype)), &total);
+  // The canaries and the alignment padding go around the span: keep room for them.
+  overflow |= total > std::numeric_limits<int64_t>::max() / 2;
+  if (overflow) {
+    return Status(Code::invalid_problem, tensor_name(id) + ": dims " +
+                                             dims_text(d.dims.data(), d.rank) + " and strides " +
+                                             dims_text(d.strides.data(), d.rank) +
+                                             " address more memory than 64-bit sizes hold");
+  }
+  *bytes = static_cast<size_t>(total);
+  return Status();
+}
+
 uint32_t TensorBuffers::poison_bits(DType dtype) {
   switch (dtype) {
     case DType::f16:
@@ -135,9 +164,10 @@ Result<TensorBuffers> TensorBuffers::create(const Problem& problem, Memory memor
                                                     ": must not be negative");
         }
       }
-      const int64_t span = s.desc.span();
-      Result<GuardedBlock> block =
-          GuardedBlock::create(s.desc.span_bytes(), memory, tensor_name(id));
+      size_t span_bytes = 0;
+      if (Status st = span_bytes_checked(id, s.desc, &span_bytes); !st) return st;
+      const auto span = static_cast<int64_t>(span_bytes / size_of(s.desc.dtype));
+      Result<GuardedBlock> block = GuardedBlock::create(span_bytes, memory, tensor_name(id));
       if (!block) return block.status();
       s.block = std::move(block.value());
 

@@ -19,6 +19,11 @@ namespace floe::tool {
 
 // Memory (host or device) is declared in guarded_block.h.
 
+// The bytes from a tensor's first addressed element to its last, computed so that no
+// product or sum wraps: refuses (Code::invalid_problem, naming the tensor) dims and strides
+// whose span or element count does not fit in 64 bits. TensorDesc::span_bytes() wraps.
+Status span_bytes_checked(TensorId id, const TensorDesc& d, size_t* bytes);
+
 class TensorBuffers {
  public:
   static constexpr size_t kCanaryBytes = GuardedBlock::kCanaryBytes;

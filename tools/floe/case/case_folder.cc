@@ -24,6 +24,7 @@ namespace {
 // always packed vectors.
 constexpr const char* kStrideNames[] = {"q",  "k",  "v",  "o",  "stats", "bias",
                                         "do", "dq", "dk", "dv", "dbias"};
+constexpr size_t kMaxProblemJsonBytes = size_t{1} << 20;
 constexpr const char* kShapeKeys[] = {"b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v"};
 constexpr const char* kOptionalKeys[] = {"strides",   "scale",        "softcap", "mask",
                                          "seq_len_q", "seq_len_kv",   "bias",    "sink",
@@ -136,16 +137,6 @@ Status parse_mask(const json& v, Mask* mask) {
     }
   }
   return Status();
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += std::to_string(shape[i]);
-    if (i + 1 < shape.size() || shape.size() == 1) s += ",";
-    if (i + 1 < shape.size()) s += " ";
-  }
-  return s + ")";
 }
 
 std::vector<int64_t> dims_of(const TensorDesc& d) {
@@ -411,24 +402,101 @@ std::vector<std::string> output_names(const Problem& p) {
   return names;
 }
 
+Result<json> parse_problem_json(const std::string& text, const std::string& path) {
+  // Duplicate keys are refused (nlohmann keeps the last silently): one set of keys per open
+  // object, and the key path so far for the message.
+  std::vector<std::set<std::string>> seen;
+  std::vector<std::string> where;
+  std::string duplicate;
+  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        seen.emplace_back();
+        break;
+      case json::parse_event_t::key: {
+        const std::string key = parsed.get<std::string>();
+        if (!seen.empty() && !seen.back().insert(key).second && duplicate.empty()) {
+          // The keys of the enclosing objects, then this one.
+          for (size_t i = 0; i + 1 < seen.size() && i < where.size(); ++i) {
+            duplicate += where[i] + ".";
+          }
+          duplicate += key;
+        }
+        where.resize(seen.size());
+        if (!where.empty()) where.back() = key;
+        break;
+      }
+      case json::parse_event_t::object_end:
+        if (!seen.empty()) seen.pop_back();
+        where.resize(seen.size());
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(text, on_event);
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number no double holds (1e400).
+    return Status(Code::invalid_argument, path + ": not valid JSON: " + e.what());
+  }
+  if (!duplicate.empty()) {
+    return Status(Code::invalid_argument,
+                  path + ": key '" + duplicate + "' appears twice (JSON keys must be unique)");
+  }
+  return j;
+}
+
+Status check_spans(const Problem& problem) {
+  for (int i = 0; i < kTensorCount; ++i) {
+    const auto id = static_cast<TensorId>(i);
+    if (!problem.has(id)) continue;
+    size_t bytes = 0;
+    if (Status st = span_bytes_checked(id, *problem.tensor(id), &bytes); !st) return st;
+  }
+  return Status();
+}
+
 Result<Case> read_case_problem(const std::string& dir) {
   const fs::path folder(dir);
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    return Status(Code::invalid_argument,
+                  dir + (fs::exists(folder, ec) ? ": not a folder" : ": no such folder") +
+                      " (a case is a folder holding problem.json and the inputs)");
+  }
   const std::string json_path = (folder / "problem.json").string();
-  std::ifstream in(json_path);
+  if (fs::is_directory(json_path, ec)) {
+    return Status(Code::invalid_argument, json_path + ": is a directory, not a file");
+  }
+  std::ifstream in(json_path, std::ios::binary);
   if (!in)
     return Status(Code::invalid_argument,
                   json_path + ": cannot open (is " + dir + " a case folder?)");
+  // Bounded: a problem is a few hundred bytes; a link to an endless file must not be read
+  // until memory runs out.
+  std::string text(kMaxProblemJsonBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxProblemJsonBytes) {
+    return Status(Code::invalid_argument, json_path + ": larger than " +
+                                              std::to_string(kMaxProblemJsonBytes) +
+                                              " bytes; not a problem description");
+  }
+  Result<json> parsed = parse_problem_json(text, json_path);
+  if (!parsed) return parsed.status();
   Case c;
   c.dir = dir;
-  try {
-    c.json = json::parse(in);
-  } catch (const json::parse_error& e) {
-    return Status(Code::invalid_argument, json_path + ": not valid JSON: " + e.what());
-  }
+  c.json = std::move(parsed.value());
   Result<Problem> problem = problem_from_json(c.json);
   if (!problem)
     return Status(problem.status().code(), json_path + ": " + problem.status().message());
   c.problem = std::move(problem.value());
+  if (Status st = check_spans(c.problem); !st) {
+    return Status(st.code(), json_path + ": " + st.message());
+  }
   return c;
 }
 
@@ -437,7 +505,41 @@ Result<Case> read_case(const std::string& dir) {
   if (!read) return read.status();
   Case& c = read.value();
   const fs::path folder(dir);
-  for (const std::string& name : input_names(c.problem)) {
+  // The problem's own rules first, as explain checks them: a message about an input's shape
+  // would hide the rule the problem breaks. The reference engine serves every valid problem,
+  // so a CPU plan fails here only for an invalid one.
+  if (Result<Plan> plan = Plan::build(c.problem, Target::cpu());
+      !plan && plan.status().code() == Code::invalid_problem) {
+    return Status(Code::invalid_problem,
+                  (folder / "problem.json").string() + ": " + plan.status().message());
+  }
+  const std::vector<std::string> needed = input_names(c.problem);
+  // A .npy the problem does not read is refused: it is most likely meant (a bias.npy without
+  // "bias" in problem.json), and ignoring it would run another problem than the user's.
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& f = it->path();
+    if (f.extension() != ".npy") continue;
+    const std::string stem = f.stem().string();
+    bool used = false;
+    for (const std::string& n : needed) used |= n == stem && n != "seq_len_q" && n != "seq_len_kv";
+    if (used) continue;
+    std::string why = "the problem does not read an input '" + stem + "'";
+    if (stem == "bias" || stem == "sink") {
+      why += " (declare it in problem.json with \"" + stem + "\")";
+    } else if (stem == "seq_len_q" || stem == "seq_len_kv") {
+      why += " (sequence lengths are given in problem.json as \"" + stem + "\": [...])";
+    } else if (stem == "o" || stem == "do" || stem == "stats") {
+      why += " (a forward reads q k v; a backward also o do stats)";
+    }
+    return Status(
+        Code::invalid_argument, f.string() + ": " + why + "; inputs: " + [&] {
+          std::string s;
+          for (const std::string& n : needed) s += (s.empty() ? "" : " ") + n;
+          return s;
+        }());
+  }
+  for (const std::string& name : needed) {
     const TensorDesc& d = *c.problem.tensor(tensor_of(name));
     const std::vector<int64_t> want = dims_of(d);
     if (name == "seq_len_q" || name == "seq_len_kv") {
@@ -448,7 +550,7 @@ Result<Case> read_case(const std::string& dir) {
       continue;
     }
     const std::string path = (folder / (name + ".npy")).string();
-    if (!fs::exists(path)) {
+    if (!fs::exists(path, ec)) {
       return Status(Code::invalid_argument, path + ": missing; the problem needs input '" + name +
                                                 "' of shape " + shape_text(want));
     }

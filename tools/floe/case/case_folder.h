@@ -43,6 +43,14 @@ std::vector<std::string> output_names(const Problem& problem);
 // that is no tensor's.
 TensorId tensor_of(const std::string& name);
 
+// problem.json's text -> json: refuses text that is not JSON, numbers no double holds
+// (1e400) and duplicate keys, naming `path`.
+Result<nlohmann::json> parse_problem_json(const std::string& text, const std::string& path);
+// Every declared tensor's span fits in 64 bits (span_bytes_checked), naming the tensor.
+Status check_spans(const Problem& problem);
+
+// Reads problem.json, checks the problem's rules (as Plan::build does) and only then the
+// inputs. Refuses a .npy in the folder that the problem does not read.
 Result<Case> read_case(const std::string& dir);
 // problem.json alone (inputs left empty): enough to plan and explain.
 Result<Case> read_case_problem(const std::string& dir);

@@ -1,7 +1,9 @@
 #include "npy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -18,6 +20,7 @@ constexpr size_t kMagicBytes = 6;
 // numpy pads the preamble (magic, version, length, header) to a multiple of 64 bytes so that
 // the data can be memory-mapped aligned; we write the same.
 constexpr size_t kPreambleAlign = 64;
+constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
 
 Status npy_error(const std::string& path, const std::string& what) {
   return Status(Code::invalid_argument, path + ": " + what);
@@ -154,6 +157,31 @@ uint32_t read_le(const unsigned char* p, int bytes) {
   return v;
 }
 
+bool host_is_little_endian() {
+  const uint32_t one = 1;
+  unsigned char b;
+  std::memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+// Reads up to `n` bytes; fewer only at the end of the stream. Chunked, so that what a
+// header claims is never allocated before the bytes are there: a short file fails after
+// reading what it has, a link to an endless one after the size the header declares.
+std::string read_at_most(std::istream& in, size_t n) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::string out;
+  while (out.size() < n && in) {
+    const size_t take = std::min(kChunk, n - out.size());
+    const size_t old = out.size();
+    out.resize(old + take);
+    in.read(&out[old], static_cast<std::streamsize>(take));
+    out.resize(old + static_cast<size_t>(in.gcount()));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -164,15 +192,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
-bool host_is_little_endian() {
-  const uint32_t one = 1;
-  unsigned char b;
-  std::memcpy(&b, &one, 1);
-  return b == 1;
-}
-
-}  // namespace
-
 int64_t HostArray::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -180,84 +199,107 @@ int64_t HostArray::numel() const {
 }
 
 Result<HostArray> read_npy(const std::string& path) {
-  if (!host_is_little_endian())
-    return npy_error(path, "this host is big-endian; .npy '<f4' needs little-endian");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return npy_error(path, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status(Code::invalid_argument, path + ": cannot open for reading");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
+  return read_npy(in, path);
+}
 
-  if (bytes.size() < kMagicBytes + 2 || bytes.compare(0, kMagicBytes, kMagic) != 0) {
-    return npy_error(path, "magic: not a .npy file (it must start with \\x93NUMPY)");
-  }
-  const int major = u[6];
-  const int minor = u[7];
-  int len_bytes = 0;
-  if (major == 1 && minor == 0) {
-    len_bytes = 2;
-  } else if (major == 2 && minor == 0) {
-    len_bytes = 4;
-  } else {
-    return npy_error(path, "version: " + std::to_string(major) + "." + std::to_string(minor) +
-                               ", only 1.0 and 2.0 are read");
-  }
-  const size_t header_start = kMagicBytes + 2 + len_bytes;
-  if (bytes.size() < header_start) return npy_error(path, "header length: file truncated");
-  const size_t header_len = read_le(u + kMagicBytes + 2, len_bytes);
-  if (bytes.size() < header_start + header_len) {
-    return npy_error(path, "header: file truncated (header_len " + std::to_string(header_len) +
-                               ", file has " + std::to_string(bytes.size()) + " bytes)");
-  }
-  const std::string header = bytes.substr(header_start, header_len);
-
-  std::map<std::string, HeaderParser::Value> dict;
-  if (Status st = HeaderParser(header, path).parse(&dict); !st) return st;
-  using Kind = HeaderParser::Value::Kind;
-  for (const auto& [key, value] : dict) {
-    if (key != "descr" && key != "fortran_order" && key != "shape") {
-      return npy_error(path, "header: unknown field '" + key + "'");
+Result<HostArray> read_npy(std::istream& in, const std::string& path) {
+  if (!host_is_little_endian())
+    return npy_error(path, "this host is big-endian; .npy '<f4' needs little-endian");
+  try {
+    const std::string preamble = read_at_most(in, kMagicBytes + 2);
+    if (preamble.size() < kMagicBytes + 2 || preamble.compare(0, kMagicBytes, kMagic) != 0) {
+      return npy_error(path, "magic: not a .npy file (it must start with \\x93NUMPY)");
     }
-  }
-  auto descr = dict.find("descr");
-  if (descr == dict.end()) return npy_error(path, "header: field 'descr' missing");
-  if (descr->second.kind != Kind::string || descr->second.str != "<f4") {
-    const std::string got =
-        descr->second.kind == Kind::string ? "'" + descr->second.str + "'" : "not a string";
-    return npy_error(path, "field 'descr' is " + got + ", must be '<f4' (float32, little-endian)");
-  }
-  auto fortran = dict.find("fortran_order");
-  if (fortran == dict.end()) return npy_error(path, "header: field 'fortran_order' missing");
-  if (fortran->second.kind != Kind::boolean) {
-    return npy_error(path, "field 'fortran_order' must be True or False");
-  }
-  if (fortran->second.boolean) {
-    return npy_error(path, "field 'fortran_order' is True, must be False (C order)");
-  }
-  auto shape = dict.find("shape");
-  if (shape == dict.end()) return npy_error(path, "header: field 'shape' missing");
-  if (shape->second.kind != Kind::tuple) return npy_error(path, "field 'shape' must be a tuple");
-
-  HostArray array;
-  array.shape = shape->second.tuple;
-  // Guard the product against overflow before trusting it for an allocation.
-  int64_t n = 1;
-  for (int64_t d : array.shape) {
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 4 / d) {
-      return npy_error(path, "field 'shape' " + shape_text(array.shape) + " is too large");
+    const auto* u = reinterpret_cast<const unsigned char*>(preamble.data());
+    const int major = u[6];
+    const int minor = u[7];
+    int len_bytes = 0;
+    if (major == 1 && minor == 0) {
+      len_bytes = 2;
+    } else if (major == 2 && minor == 0) {
+      len_bytes = 4;
+    } else {
+      return npy_error(path, "version: " + std::to_string(major) + "." + std::to_string(minor) +
+                                 ", only 1.0 and 2.0 are read");
     }
-    n *= d;
+    const std::string len_field = read_at_most(in, static_cast<size_t>(len_bytes));
+    if (len_field.size() < static_cast<size_t>(len_bytes)) {
+      return npy_error(path, "header length: file truncated");
+    }
+    const size_t header_len =
+        read_le(reinterpret_cast<const unsigned char*>(len_field.data()), len_bytes);
+    // numpy itself refuses headers above 10000 bytes unless told otherwise; a larger one here
+    // is a damaged length, not a tensor.
+    if (header_len > kMaxHeaderBytes) {
+      return npy_error(path, "header: " + std::to_string(header_len) + " bytes, more than the " +
+                                 std::to_string(kMaxHeaderBytes) + " a .npy header may have");
+    }
+    const std::string header = read_at_most(in, header_len);
+    if (header.size() < header_len) {
+      return npy_error(path, "header: file truncated (header_len " + std::to_string(header_len) +
+                                 ", only " + std::to_string(header.size()) + " bytes follow)");
+    }
+
+    std::map<std::string, HeaderParser::Value> dict;
+    if (Status st = HeaderParser(header, path).parse(&dict); !st) return st;
+    using Kind = HeaderParser::Value::Kind;
+    for (const auto& [key, value] : dict) {
+      if (key != "descr" && key != "fortran_order" && key != "shape") {
+        return npy_error(path, "header: unknown field '" + key + "'");
+      }
+    }
+    auto descr = dict.find("descr");
+    if (descr == dict.end()) return npy_error(path, "header: field 'descr' missing");
+    if (descr->second.kind != Kind::string || descr->second.str != "<f4") {
+      const std::string got =
+          descr->second.kind == Kind::string ? "'" + descr->second.str + "'" : "not a string";
+      return npy_error(path,
+                       "field 'descr' is " + got + ", must be '<f4' (float32, little-endian)");
+    }
+    auto fortran = dict.find("fortran_order");
+    if (fortran == dict.end()) return npy_error(path, "header: field 'fortran_order' missing");
+    if (fortran->second.kind != Kind::boolean) {
+      return npy_error(path, "field 'fortran_order' must be True or False");
+    }
+    if (fortran->second.boolean) {
+      return npy_error(path, "field 'fortran_order' is True, must be False (C order)");
+    }
+    auto shape = dict.find("shape");
+    if (shape == dict.end()) return npy_error(path, "header: field 'shape' missing");
+    if (shape->second.kind != Kind::tuple) return npy_error(path, "field 'shape' must be a tuple");
+
+    HostArray array;
+    array.shape = shape->second.tuple;
+    // Guard the product against overflow before trusting it for a read.
+    int64_t n = 1;
+    for (int64_t d : array.shape) {
+      if (d != 0 && n > std::numeric_limits<int64_t>::max() / 4 / d) {
+        return npy_error(path, "field 'shape' " + shape_text(array.shape) + " is too large");
+      }
+      n *= d;
+    }
+    // The header bounds the read: one byte past the data tells a longer file from an exact one.
+    const size_t want = static_cast<size_t>(n) * sizeof(float);
+    const std::string data = read_at_most(in, want + 1);
+    if (data.size() != want) {
+      const std::string have =
+          data.size() > want ? "more than " + std::to_string(want) : std::to_string(data.size());
+      return npy_error(path, "data: " + have + " bytes, shape " + shape_text(array.shape) +
+                                 " of float32 needs " + std::to_string(want));
+    }
+    array.data.resize(static_cast<size_t>(n));
+    if (want > 0) std::memcpy(array.data.data(), data.data(), want);
+    return array;
+  } catch (const std::bad_alloc&) {
+    return npy_error(path, "out of memory reading the data");
+  } catch (const std::ios_base::failure& e) {
+    return npy_error(path, std::string("read failed: ") + e.what());
   }
-  const size_t data_start = header_start + header_len;
-  const size_t want = static_cast<size_t>(n) * sizeof(float);
-  const size_t have = bytes.size() - data_start;
-  if (have != want) {
-    return npy_error(path, "data: " + std::to_string(have) + " bytes, shape " +
-                               shape_text(array.shape) + " of float32 needs " +
-                               std::to_string(want));
-  }
-  array.data.resize(static_cast<size_t>(n));
-  if (want > 0) std::memcpy(array.data.data(), bytes.data() + data_start, want);
-  return array;
 }
 
 Status write_npy(const std::string& path, const HostArray& array) {
