@@ -480,6 +480,7 @@ TEST(Spans, OverflowIsRefusedNamingTheTensor) {
       desc({2, 1, 1, 1}, {big / 2 + 1, 1, 1, 1}),          // the bytes overflow
       desc({3037000500, 3037000500, 1, 1}, {1, 1, 1, 1}),  // the element count
       desc({2, 1, 1, 2}, {1, 1, 1, -big}),                 // a negative stride's term
+      desc({2, 1, 1, 2}, {1, 1, 1, -big - 1}),  // INT64_MIN: its magnitude does not fit (fuzz_plan)
   };
   for (const TensorDesc& d : bad) {
     size_t bytes = 1;

@@ -345,6 +345,28 @@ TEST_F(CliTest, NoBadCaseAbortsARunOrStopsTheNextCase) {
                    j["strides"]["o"] = {big / 2, 32, 8, 1};
                  }),
        "64-bit"},
+      {"size product overflow",
+       with_json("dims_max",
+                 [](nlohmann::json& j) {
+                   for (const char* k : {"b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v"}) {
+                     j[k] = (int64_t{1} << 31) - 1;
+                   }
+                 }),
+       "tensor 'q': the product of b h_q s_q d_qk overflows 64 bits"},
+      {"size product overflow",
+       with_json("zero_outside",
+                 [](nlohmann::json& j) {
+                   j["b"] = 0;  // zero further out: the inner product still overflows
+                   j["s_q"] = int64_t{1} << 40;
+                   j["h_q"] = int64_t{1} << 40;
+                 }),
+       "overflows 64 bits"},
+      {"size product overflow",
+       with_json("bias_dims",
+                 [](nlohmann::json& j) {
+                   j["bias"] = {int64_t{1} << 40, int64_t{1} << 40};
+                 }),
+       "tensor 'bias': the product of bias[0] bias[1] s_q s_kv overflows 64 bits"},
       {"problem checked first", with_json("b_0", [](nlohmann::json& j) { j["b"] = 0; }), "b"},
       {"problem checked first", with_json("h_kv_bad", [](nlohmann::json& j) { j["h_kv"] = 3; }),
        "h_kv"},

@@ -56,10 +56,14 @@ void for_each_index(const TensorDesc& d, Fn&& fn) {
   int64_t offset = 0;
   for (int64_t linear = 0; linear < n; ++linear) {
     fn(linear, offset, idx);
+    // Never a stride past the last index: the offset stays within the span, which
+    // span_bytes_checked proved fits (stepping past it overflowed for huge strides).
     for (int i = d.rank - 1; i >= 0; --i) {
-      offset += d.strides[i];
-      if (++idx[i] < d.dims[i]) break;
-      offset -= d.strides[i] * d.dims[i];
+      if (++idx[i] < d.dims[i]) {
+        offset += d.strides[i];
+        break;
+      }
+      offset -= d.strides[i] * (d.dims[i] - 1);
       idx[i] = 0;
     }
   }
@@ -110,10 +114,10 @@ Status span_bytes_checked(TensorId id, const TensorDesc& d, size_t* bytes) {
   int64_t numel = 1, last = 0;
   bool overflow = false;
   for (int i = 0; i < d.rank; ++i) {
-    int64_t term = 0;
+    int64_t term = 0, stride = d.strides[i];
     overflow |= __builtin_mul_overflow(numel, d.dims[i], &numel);
-    overflow |= __builtin_mul_overflow(d.dims[i] - 1,
-                                       d.strides[i] < 0 ? -d.strides[i] : d.strides[i], &term);
+    if (stride < 0) overflow |= __builtin_sub_overflow(int64_t{0}, stride, &stride);  // INT64_MIN
+    overflow |= __builtin_mul_overflow(d.dims[i] - 1, stride, &term);
     overflow |= __builtin_add_overflow(last, term, &last);
   }
   int64_t total = 0;

@@ -162,6 +162,36 @@ bool same_desc(const TensorDesc& a, const TensorDesc& b) {
 
 }  // namespace
 
+Status shape_fits(const Shape& s, int64_t bias_b, int64_t bias_h) {
+  struct Dims {
+    const char* tensor;
+    const char* keys;
+    int64_t d[4];
+  };
+  const Dims all[] = {{"q", "b h_q s_q d_qk", {s.b, s.h_q, s.s_q, s.d_qk}},
+                      {"k", "b h_kv s_kv d_qk", {s.b, s.h_kv, s.s_kv, s.d_qk}},
+                      {"v", "b h_kv s_kv d_v", {s.b, s.h_kv, s.s_kv, s.d_v}},
+                      {"o", "b h_q s_q d_v", {s.b, s.h_q, s.s_q, s.d_v}},
+                      {"stats", "b h_q s_q", {s.b, s.h_q, s.s_q, 1}},
+                      {"bias", "bias[0] bias[1] s_q s_kv", {bias_b, bias_h, s.s_q, s.s_kv}}};
+  for (const Dims& t : all) {
+    // In bytes (4 per element at most), innermost dim first as the packed strides are made,
+    // every partial product checked: a zero size further out does not make an overflow
+    // further in harmless.
+    int64_t n = 4;
+    bool overflow = false;
+    for (int i = 3; i >= 0; --i) overflow |= __builtin_mul_overflow(n, t.d[i], &n);
+    if (overflow) {
+      return Status(Code::invalid_problem,
+                    std::string("tensor '") + t.tensor + "': the product of " + t.keys +
+                        " overflows 64 bits (" + std::to_string(t.d[0]) + " x " +
+                        std::to_string(t.d[1]) + " x " + std::to_string(t.d[2]) + " x " +
+                        std::to_string(t.d[3]) + ")");
+    }
+  }
+  return Status();
+}
+
 TensorId tensor_of(const std::string& name) {
   TensorId id{};
   if (!tensor_id_from_string(name.c_str(), &id)) {
@@ -203,6 +233,8 @@ Result<Problem> problem_from_json(const json& j) {
   const Shape shape{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6]};
   const DType dtype = *dt == "f16" ? DType::f16 : DType::bf16;
   const bool backward = *op == "bwd";
+  // Before the Problem is made: it lays its tensors out packed, multiplying the sizes.
+  if (Status st = shape_fits(shape); !st) return st;
   Problem p = backward ? Problem::backward(shape, dtype) : Problem::forward(shape, dtype);
 
   // Declarations first: set_stats/set_bias/set_sink declare packed tensors, strides come last.
@@ -220,6 +252,7 @@ Result<Problem> problem_from_json(const json& j) {
     if (bd.size() != 2) {
       return key_error("bias", "must be [b_dim, h_dim] (2 integers), got " + got(*v));
     }
+    if (Status st = shape_fits(shape, bd[0], bd[1]); !st) return st;
     p.set_bias(bd[0], bd[1]);
   }
   if (const json* v = find(j, "sink")) {

@@ -43,6 +43,12 @@ std::vector<std::string> output_names(const Problem& problem);
 // that is no tensor's.
 TensorId tensor_of(const std::string& name);
 
+// The sizes' products fit in 64 bits (in bytes, for every tensor; bias with its two leading
+// dims), so that a Problem can be made from them: Problem::forward lays its tensors out
+// packed, and the library multiplies the sizes without an overflow check. Refuses naming
+// the tensor and the keys.
+Status shape_fits(const Shape& shape, int64_t bias_b = 1, int64_t bias_h = 1);
+
 // problem.json's text -> json: refuses text that is not JSON, numbers no double holds
 // (1e400) and duplicate keys, naming `path`.
 Result<nlohmann::json> parse_problem_json(const std::string& text, const std::string& path);
