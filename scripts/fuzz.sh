@@ -49,12 +49,23 @@ cc=${cxx/clang++/clang}
 launcher=(); command -v ccache >/dev/null &&
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-# Release, as scripts/build.sh: the CUDA files then compile with the same flags and come
-# from ccache; the C++ files get -g and the sanitizers from FLOE_FUZZ.
+# The kernels of the regular build (BUILD_DIR, default build/) when it has one object per
+# .cu file: the fuzzers never launch them, and compiling them again would double the build.
+# Otherwise they are compiled here (Release, as scripts/build.sh: ccache serves them).
+main=${BUILD_DIR:-$root/build}
+n_cu=$(find "$root/src" -name '*.cu' | wc -l)
+objects=""
+if [ -d "$main/CMakeFiles/floe.dir" ]; then
+  objects=$(find "$main/CMakeFiles/floe.dir" -name '*.cu.o' | sort | paste -sd ';' -)
+  [ "$(find "$main/CMakeFiles/floe.dir" -name '*.cu.o' | wc -l)" = "$n_cu" ] || objects=""
+fi
+[ -n "$objects" ] && echo "fuzz: linking the $n_cu CUDA objects of $main"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DFLOE_FUZZ=ON -DFLOE_BUILD_TESTS=OFF \
-    -DFLOE_KERNELS="${FLOE_KERNELS:-ci}" >/dev/null
+    -DFLOE_KERNELS="${FLOE_KERNELS:-ci}" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
+else
+  cmake -S "$root" -B "$build" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
 fi
 cmake --build "$build" -j "${FLOE_JOBS:-$(nproc)}" --target "${targets[@]}"
 
