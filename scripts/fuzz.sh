@@ -4,7 +4,8 @@
 # tests/fuzz/corpus/. Any crash, sanitizer report or timeout fails (exit 1); the input that
 # did it is kept in $BUILD_DIR/fuzz-artifacts/.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default 30 s; targets: all three)
-# Longer on demand: scripts/fuzz.sh 3600 fuzz_plan. FLOE_FUZZ_JOBS runs that many workers.
+# Longer on demand: scripts/fuzz.sh 3600 fuzz_plan. FLOE_FUZZ_JOBS runs that many workers;
+# FLOE_FUZZ_CXX picks the compiler (none installed then).
 # Needs clang with libFuzzer (Debian: clang and libclang-rt-dev); installs them with apt-get
 # where it can, else says so and exits 77 (scripts/test.sh then skips the step).
 set -euo pipefail
@@ -20,7 +21,10 @@ fuzzer_clang() {
   local probe; probe=$(mktemp -d)
   echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' \
     > "$probe/p.cc"
-  for cxx in clang++ clang++-14 clang++-15 clang++-16 clang++-17 clang++-18 clang++-19; do
+  local candidates=("$@")
+  [ ${#candidates[@]} -gt 0 ] ||
+    candidates=(clang++ clang++-14 clang++-15 clang++-16 clang++-17 clang++-18 clang++-19)
+  for cxx in "${candidates[@]}"; do
     if command -v "$cxx" >/dev/null &&
        "$cxx" -fsanitize=fuzzer "$probe/p.cc" -o "$probe/p" >/dev/null 2>&1; then
       rm -rf "$probe"; echo "$cxx"; return 0
@@ -29,8 +33,13 @@ fuzzer_clang() {
   rm -rf "$probe"; return 1
 }
 
-cxx=$(fuzzer_clang || true)
-if [ -z "$cxx" ] && command -v apt-get >/dev/null; then
+if [ -n "${FLOE_FUZZ_CXX:-}" ]; then
+  # A compiler chosen by the caller: used if it links -fsanitize=fuzzer, never installed.
+  cxx=$(fuzzer_clang "$FLOE_FUZZ_CXX" || true)
+else
+  cxx=$(fuzzer_clang || true)
+fi
+if [ -z "$cxx" ] && [ -z "${FLOE_FUZZ_CXX:-}" ] && command -v apt-get >/dev/null; then
   sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo -n"
   echo "fuzz: no clang with libFuzzer; installing clang and libclang-rt-dev" >&2
   { $sudo_ apt-get update -qq &&
