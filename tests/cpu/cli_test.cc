@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -503,6 +505,32 @@ TEST_F(CliTest, OutputsAreAllOrNothing) {
   for (const auto& e : fs::directory_iterator(c + "/out")) files += e.is_regular_file();
   EXPECT_EQ(files, 3u);
   EXPECT_FALSE(fs::exists(c + "/.out.partial"));
+}
+
+// An earlier out/ that cannot be removed is said so, before the case runs (it used to stay,
+// silently, beside a failure to write). Run as an unprivileged user: root removes anything.
+TEST_F(CliTest, AnEarlierOutputThatCannotBeRemovedIsNamed) {
+  std::string prefix;
+  if (geteuid() == 0) {
+    if (std::system("command -v setpriv >/dev/null 2>&1") != 0) GTEST_SKIP() << "root, no setpriv";
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const std::string c = good_case("stuck", small());
+  ASSERT_EQ(floe("run --device cpu " + c).code, 0);
+  fs::permissions(c + "/out", fs::perms::owner_write, fs::perm_options::remove);
+  const std::string cmd = prefix + kCli + " run --device cpu " + c + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  fs::permissions(c + "/out", fs::perms::owner_write, fs::perm_options::add);
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_NE(out.find("out: cannot remove"), std::string::npos) << out;
+  EXPECT_NE(out.find("the outputs of an earlier run are still there"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 refused"), std::string::npos) << out;
 }
 
 TEST_F(CliTest, RunHelpPointsAtTheCaseFormat) {
