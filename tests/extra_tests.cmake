@@ -10,8 +10,8 @@ endif()
 # floe bench: the command without a GPU (bench_cli_test runs the built floe binary), and its
 # problem list and FLOP count, which live among the floe_cli sources: compiled in here too.
 if(TARGET bench_cli_test)
-  target_sources(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe/bench_problems.cc)
-  target_include_directories(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe)
+  target_sources(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe/bench/bench_problems.cc)
+  target_include_directories(bench_cli_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/floe/bench)
   if(TARGET floe_cli)
     target_compile_definitions(bench_cli_test PRIVATE FLOE_CLI="$<TARGET_FILE:floe_cli>")
     add_dependencies(bench_cli_test floe_cli)

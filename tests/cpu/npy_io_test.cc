@@ -162,7 +162,7 @@ TEST_F(NpyTest, RefusalsNameTheFileAndTheField) {
        raw("neg.npy", 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}\n", two),
        "'shape'"},
       {"truncated data", raw("td.npy", 1, 0, ok_header, floats({1})), "data: 4 bytes"},
-      {"extra data", raw("xd.npy", 1, 0, ok_header, floats({1, 2, 3})), "data: 12 bytes"},
+      {"extra data", raw("xd.npy", 1, 0, ok_header, floats({1, 2, 3})), "data: more than 8 bytes"},
       {"version 3", raw("v3.npy", 3, 0, ok_header, two), "version: 3.0"},
       {"truncated header", raw("th.npy", 1, 0, "{'descr'", ""), "header"},
   };
@@ -182,6 +182,77 @@ TEST_F(NpyTest, RefusalsNameTheFileAndTheField) {
     EXPECT_NE(msg.find(b.file), std::string::npos) << b.what << ": " << msg;
     EXPECT_NE(msg.find(b.needle), std::string::npos) << b.what << ": " << msg;
   }
+}
+
+// An endless stream: a valid header, then bytes for ever. Counts what was read from it.
+class EndlessBuf : public std::streambuf {
+ public:
+  explicit EndlessBuf(std::string head) : head_(std::move(head)) {}
+  size_t consumed() const { return consumed_; }
+
+ protected:
+  int_type underflow() override {
+    // Serves the header, then zeros, a chunk at a time.
+    if (pos_ < head_.size()) {
+      chunk_.assign(head_.begin() + static_cast<std::ptrdiff_t>(pos_), head_.end());
+      pos_ = head_.size();
+    } else {
+      chunk_.assign(4096, '\0');
+    }
+    consumed_ += chunk_.size();
+    setg(chunk_.data(), chunk_.data(), chunk_.data() + chunk_.size());
+    return traits_type::to_int_type(chunk_[0]);
+  }
+
+ private:
+  std::string head_;
+  std::string chunk_;
+  size_t pos_ = 0;
+  size_t consumed_ = 0;
+};
+
+// Issue 11 item 2: no .npy may abort floe or read without bound. Each of these used to crash,
+// hang or read until memory ran out (the whole file was read before the header was looked at).
+TEST_F(NpyTest, ReadsAreBoundedByTheHeaderAndNeverAbort) {
+  // A directory named like a .npy.
+  fs::create_directories(dir_ / "dir.npy");
+  EXPECT_NE(error_of(path("dir.npy")).find("is a directory"), std::string::npos);
+  // Endless devices: refused at the magic, after a few bytes.
+  for (const char* dev : {"/dev/zero", "/dev/urandom"}) {
+    if (!fs::exists(dev)) continue;
+    fs::create_symlink(dev, dir_ / (std::string(dev + 5) + ".npy"));
+    EXPECT_NE(error_of(path(std::string(dev + 5) + ".npy")).find("magic"), std::string::npos)
+        << dev;
+  }
+  // An endless stream behind a valid header: the read stops one byte past the declared data.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
+  header.resize(128 - 10 - 1, ' ');  // the preamble padded to 128 bytes, as numpy does
+  header += '\n';
+  std::string head("\x93NUMPY\x01\x00", 8);
+  head.push_back(static_cast<char>(header.size()));
+  head.push_back(0);
+  head += header;
+  EndlessBuf buf(head);
+  std::istream endless(&buf);
+  Result<HostArray> r = read_npy(endless, "endless.npy");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("data: more than 16 bytes"), std::string::npos)
+      << r.status().message();
+  EXPECT_LE(buf.consumed(), head.size() + 2 * 4096) << "read past the declared size";
+  // A header that claims 2^40 floats over 8 bytes of data: refused without the allocation.
+  const std::string huge_header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576), }\n";
+  EXPECT_NE(error_of(raw("huge.npy", 1, 0, huge_header, floats({1, 2}))).find("data: 8 bytes"),
+            std::string::npos);
+  // A shape whose element count overflows 64 bits.
+  const std::string overflow_header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n";
+  EXPECT_NE(error_of(raw("ovf.npy", 1, 0, overflow_header, "")).find("too large"),
+            std::string::npos);
+  // A version 2.0 header length of 4 GiB: refused before it is read.
+  std::string big("\x93NUMPY\x02\x00\xff\xff\xff\xff{", 13);
+  std::ofstream(path("biglen.npy"), std::ios::binary) << big;
+  EXPECT_NE(error_of(path("biglen.npy")).find("more than"), std::string::npos);
 }
 
 // numpy itself, where it is importable: files it writes read back the same, files we write it

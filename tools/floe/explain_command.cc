@@ -21,8 +21,12 @@ int explain(const ExplainOptions& opt) {
   Target target = Target::cpu();
   if (!opt.arch.empty()) {
     std::smatch m;
-    if (!std::regex_match(opt.arch, m, std::regex("(?:sm_)?([0-9]+)a?"))) {
-      std::fprintf(stderr, "floe explain: --arch %s: must look like sm_80 or sm_90\n",
+    // Up to four digits: every CUDA architecture there is (sm_120 the newest); more is a typo,
+    // and would not fit the int a Target holds.
+    if (!std::regex_match(opt.arch, m, std::regex("(?:sm_)?([0-9]{1,4})a?"))) {
+      std::fprintf(stderr,
+                   "floe explain: --arch %s: must look like sm_80 or sm_90 (at most four "
+                   "digits)\n",
                    opt.arch.c_str());
       return 2;
     }

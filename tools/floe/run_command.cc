@@ -17,50 +17,92 @@ struct RunOptions {
   std::string device;
 };
 
-// Runs one case and writes its outputs; the error says what went wrong, not which case.
+namespace fs = std::filesystem;
+
+// Removes `path` if it is there; the error says why it could not be.
+Status remove_if_there(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return Status(Code::invalid_argument, path.string() + ": cannot remove: " + ec.message());
+  return Status();
+}
+
+// The outputs go into CASE/.out.partial first and only a complete set is renamed to
+// CASE/out. The earlier out/ is removed before anything else, so that whatever fails later
+// (the case, a write, the rename) leaves no output of an earlier run that could pass as
+// this one's. The error says what went wrong, not which case.
 Status run_one(const std::string& dir, const RunOptions& opt, Memory memory, RunResult* out) {
-  namespace fs = std::filesystem;
-  // Outputs of an earlier run must not pass for this one's if it fails half way.
   const fs::path out_dir = fs::path(dir) / "out";
-  for (const char* name : {"o", "stats", "dq", "dk", "dv", "dbias", "dsink"}) {
-    std::error_code ec;
-    fs::remove(out_dir / (std::string(name) + ".npy"), ec);
+  const fs::path partial = fs::path(dir) / ".out.partial";
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
+    if (Status st = remove_if_there(out_dir); !st) {
+      return Status(st.code(), st.message() + " (the outputs of an earlier run are still there)");
+    }
+    if (Status st = remove_if_there(partial); !st) return st;
   }
   Result<Case> c = read_case(dir);
   if (!c) return c.status();
   Result<RunResult> r = run_case(*c, opt.engine, memory);
   if (!r) return r.status();
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec)
-    return Status(Code::invalid_argument, out_dir.string() + ": cannot create: " + ec.message());
+  fs::create_directories(partial, ec);
+  if (ec) {
+    return Status(Code::invalid_argument, partial.string() + ": cannot create: " + ec.message());
+  }
   for (const auto& [name, array] : r->outputs) {
-    if (Status st = write_npy((out_dir / (name + ".npy")).string(), array); !st) return st;
+    if (Status st = write_npy((partial / (name + ".npy")).string(), array); !st) {
+      remove_if_there(partial);
+      return st;
+    }
+  }
+  fs::rename(partial, out_dir, ec);
+  if (ec) {
+    remove_if_there(partial);
+    return Status(Code::invalid_argument,
+                  out_dir.string() + ": cannot move the outputs into place: " + ec.message());
   }
   *out = std::move(r.value());
   return Status();
 }
 
+// A refusal is the case's fault (its problem, its files); a failure is floe's or the
+// device's. The summary counts them apart.
+bool is_refusal(Code code) {
+  return code == Code::invalid_problem || code == Code::invalid_argument ||
+         code == Code::not_supported;
+}
+
 int run(const RunOptions& opt) {
   const Memory memory = memory_of(opt.device);
-  int failures = 0;
+  int ran = 0, refused = 0, failed = 0;
   for (const std::string& dir : opt.cases) {
     RunResult r;
-    if (Status st = run_one(dir, opt, memory, &r); !st) {
-      std::fprintf(stderr, "floe run: case %s failed (%s): %s\n", dir.c_str(), to_string(st.code()),
-                   st.message().c_str());
-      ++failures;
+    Status st;
+    // No case may end the run: an exception escaping floe's code is reported as that case's
+    // failure and the next case still runs.
+    try {
+      st = run_one(dir, opt, memory, &r);
+    } catch (const std::exception& e) {
+      st = Status(Code::internal, std::string("unexpected exception: ") + e.what());
+    }
+    if (!st) {
+      const bool refusal = is_refusal(st.code());
+      std::fprintf(stderr, "floe run: case %s %s (%s): %s\n", dir.c_str(),
+                   refusal ? "refused" : "failed", to_string(st.code()), st.message().c_str());
+      ++(refusal ? refused : failed);
       continue;
     }
+    ++ran;
     std::printf("%s: engine %s, workspace %zu bytes, %.3f ms\n", dir.c_str(), r.engine.c_str(),
                 r.workspace_bytes, r.milliseconds);
     std::fflush(stdout);
   }
-  if (failures > 0) {
-    std::fprintf(stderr, "floe run: %d of %zu cases failed\n", failures, opt.cases.size());
-    return 1;
+  if (opt.cases.size() > 1 || refused + failed > 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "floe run: %zu cases: %d ran, %d refused, %d failed\n", opt.cases.size(),
+                 ran, refused, failed);
   }
-  return 0;
+  return refused + failed > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -68,7 +110,10 @@ int run(const RunOptions& opt) {
 void add_run_command(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<RunOptions>();
   CLI::App* cmd =
-      app.add_subcommand("run", "run case folders; outputs go to CASE/out/ as float32 .npy");
+      app.add_subcommand("run",
+                         "run case folders; outputs go to CASE/out/ as float32 .npy. A case "
+                         "folder holds problem.json and the inputs as float32 .npy: the case "
+                         "format is in docs/design.md, section 4 (examples: tests/cases/)");
   cmd->add_option("cases", opt->cases, "case folders (problem.json + inputs)")->required();
   cmd->add_option("--engine", opt->engine, "auto, or the name of the engine that must serve");
   add_device_option(*cmd, opt->device);
