@@ -1,0 +1,49 @@
+// sm90 forward: the compiled head-dim tiles and their shapes. Plain constexpr data, read by the
+// planner (host, no CUDA) and by the kernels' traits, so both always agree.
+#pragma once
+
+namespace floe::detail::sm90 {
+
+enum class FwdTile : int { d64 = 0, d128 = 1, d256 = 2 };
+inline constexpr int kFwdTileCount = 3;
+
+struct FwdTileShape {
+  const char* name;
+  int d;        // d_qk = d_v: the tile serves exactly this head dim (TMA boxes are whole tiles)
+  int block_m;  // query rows per CTA: 64 per consumer warpgroup
+  int block_n;  // keys per main-loop step
+  int stages;   // K and V tiles in flight, each through its own mbarrier pipeline
+  int consumer_warpgroups;
+
+  constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
+  // Q, then `stages` K and V tiles, 2-byte elements, each 1024-byte aligned (the 128-byte swizzle
+  // repeats every 8 rows of 128 bytes), then the barriers.
+  constexpr int smem_bytes() const { return 2 * (block_m * d + 2 * stages * block_n * d) + 1024; }
+};
+
+// First tiles: 128 x 128 keys everywhere but d256 (64 keys keep S and O within 240 registers
+// without the extended GMMA shapes). HOPPER.md §1 has the larger ones to try next (d128 128x176,
+// d64 192x192 with three consumers, d256 128x80).
+inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
+    /* d64  */ {"d64", 64, 128, 128, 2, 2},    //  96 KB smem
+    /* d128 */ {"d128", 128, 128, 128, 2, 2},  // 160 KB
+    /* d256 */ {"d256", 256, 128, 64, 2, 2},   // 192 KB
+};
+
+inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
+  return kFwdTiles[static_cast<int>(t)];
+}
+
+// The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
+inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {
+  if (d_qk != d_v) return false;
+  for (int i = 0; i < kFwdTileCount; ++i) {
+    if (kFwdTiles[i].d == d_qk) {
+      *tile = static_cast<FwdTile>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace floe::detail::sm90

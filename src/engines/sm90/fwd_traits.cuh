@@ -1,0 +1,70 @@
+// sm90 forward: the CuTe types of one instantiation. Two consumer warpgroups stacked along the
+// query rows (64 each) share every GMMA; Q, K and V sit in shared memory in the 128-byte-swizzled
+// K-major layout TMA writes (fwd_tiles.h, tma_descriptor.h); V is read transposed (MN-major) by
+// the P V product.
+#pragma once
+
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+
+#include "engines/sm90/fwd_tiles.h"
+
+namespace floe::detail::sm90 {
+
+template <FwdTile kTile, class Element_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr FwdTileShape kShape = fwd_tile_shape(kTile);
+  static constexpr int kD = kShape.d;
+  static constexpr int kBlockM = kShape.block_m;
+  static constexpr int kBlockN = kShape.block_n;
+  static constexpr int kStages = kShape.stages;
+  static constexpr int kConsumerWarpgroups = kShape.consumer_warpgroups;
+  static constexpr int kThreads = kShape.threads();
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static_assert(kBlockM == 64 * kConsumerWarpgroups, "one warpgroup owns 64 query rows");
+
+  using BM = cute::Int<kBlockM>;
+  using BN = cute::Int<kBlockN>;
+  using D = cute::Int<kD>;
+  using WGs = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
+
+  // S = Q K^T: both operands from shared memory.
+  using MmaQK = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, BN, D>>(), WGs{}));
+  // O += P V: P from registers, V^T (MN-major) from shared memory.
+  using MmaPV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, BN>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      WGs{}));
+
+  using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D>{}));
+  using SmemLayoutKV =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BN, D, cute::Int<kStages>>{}));
+  // V^T(d, n, stage) = V(n, d, stage).
+  using SmemLayoutVt = decltype(cute::composition(
+      SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<D, BN, cute::Int<kStages>>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> k;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> v;
+    alignas(8) uint64_t q_full;
+    uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kShape.smem_bytes(), "fwd_tiles.h undercounts the shared memory");
+
+  static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kD * sizeof(Element);
+
+  // Registers per thread after setmaxnreg: the producer keeps few, the consumers take the rest
+  // (128 x 24 + 256 x 240 <= 64K).
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+}  // namespace floe::detail::sm90
