@@ -6,8 +6,10 @@
 //
 // compute(): the two consumer warpgroups (64 query rows each) run, per key tile, S = Q K^T (SS
 // GMMA), the boundary mask, the online softmax in base 2, and O += P V (RS GMMA, P converted in
-// registers). Tiles the band or the key length cuts run a masked copy of the step; the others a
-// copy with no mask code. Both roles walk the tiles in the same order (tile_at).
+// registers). Within a warpgroup the products overlap the softmax: S_t and P_{t-1} V_{t-1} are
+// issued together and the softmax of S_t runs while the second one computes. Tiles the band or the
+// key length cuts run a masked copy of the step; the others a copy with no mask code. Both roles
+// walk the tiles in the same order (tile_at).
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -42,6 +44,11 @@ struct TileOrder {
 };
 
 using Barrier = cutlass::arch::ClusterBarrier;
+
+// Named barriers of the consumer warpgroups (past CUTLASS's reserved ids, which NamedBarrier
+// adds): one for both, and one per warpgroup for the pingpong turns.
+inline constexpr int kConsumersBarrier = 0;
+inline constexpr int kTurnBarrier = 1;  // + consumer warpgroup index
 using TxBarrier = cutlass::arch::ClusterTransactionBarrier;
 
 template <class T>
@@ -91,7 +98,7 @@ struct FwdMainloop {
       base[(chunk * T::kBlockN + row) * 8 + piece] = make_uint4(0, 0, 0, 0);
     }
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by GMMA (async proxy)
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, 0);
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
   }
 
   template <class AccO, class Softmax>
@@ -117,42 +124,110 @@ struct FwdMainloop {
     const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
     const float scale_log2 = p.scale_log2;
 
+    // S = Q K_t^T, issued (the caller waits).
+    auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
+      const int stage = t % kStages;
+      TxBarrier::wait(&ss.k_full[stage], (t / kStages) & 1);
+      gmma<true>(mma_qk, tSrQ, tSrK(_, _, _, stage), acc_s);
+    };
+    // O += P_t V_t, issued (the caller waits).
+    auto issue_pv = [&](int t, auto& tOrP) __attribute__((always_inline)) {
+      const int stage = t % kStages;
+      TxBarrier::wait(&ss.v_full[stage], (t / kStages) & 1);
+      gmma<false>(mma_pv, tOrP, tOrV(_, _, _, stage), acc_o);
+    };
+    auto release_k = [&](int t) __attribute__((always_inline)) {
+      Barrier::arrive(&ss.k_empty[t % kStages]);
+    };
+    auto release_v = [&](int t) __attribute__((always_inline)) {
+      Barrier::arrive(&ss.v_empty[t % kStages]);
+    };
+    auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
+      constexpr int kMask = decltype(kind)::value;
+      if constexpr (kMask != kNoMask) {
+        mask_scores<kMask>(acc_s, tScS, m0, order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi,
+                           skv_b);
+      }
+    };
+
+    // P of the previous tile, in the register layout of the P V operand.
+    Tensor rP = make_tensor<Element>(
+        partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{}).layout());
+    Tensor tOrP = make_tensor(rP.data(), gmma_acc_as_a_layout(rP.layout()));
+    auto to_p = [&](auto const& acc_s) __attribute__((always_inline)) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    };
+
+    // Pingpong: a warpgroup issues its products only on its turn, and hands the turn over once
+    // they are issued, so the two alternate on the tensor cores and each one's softmax runs
+    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn.
+    const int wg = ctid / 128;
+    auto take_turn = [&]() __attribute__((always_inline)) {
+      if constexpr (T::kPingpong) {
+        cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kTurnBarrier + wg);
+      }
+    };
+    auto pass_turn = [&]() __attribute__((always_inline)) {
+      if constexpr (T::kPingpong) {
+        cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, kTurnBarrier + (wg ^ 1));
+      }
+    };
+    if (wg == 1) pass_turn();
+
     TxBarrier::wait(&ss.q_full, 0);
 
-    auto step = [&](int t, auto mask) __attribute__((always_inline)) {
-      constexpr int kMask = decltype(mask)::value;
-      const int stage = t % kStages;
-      const uint32_t phase = (t / kStages) & 1;
-      const int n0 = order.at(t) * T::kBlockN;
-
+    // The first tile alone: O is still zero, so nothing overlaps its softmax.
+    auto first = [&](auto kind) __attribute__((always_inline)) {
       Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
-      TxBarrier::wait(&ss.k_full[stage], phase);
-      gmma<true>(mma_qk, tSrQ, tSrK(_, _, _, stage), acc_s);
+      take_turn();
+      issue_qk(0, acc_s);
+      pass_turn();
       warpgroup_wait<0>();
-      Barrier::arrive(&ss.k_empty[stage]);
-
-      if constexpr (kMask != kNoMask) {
-        mask_scores<kMask>(acc_s, tScS, m0, n0, kt.diag_lo, kt.diag_hi, skv_b);
+      release_k(0);
+      // Padding rows of V are zeroed here, outside the turns (both warpgroups meet at a barrier).
+      if (pad_kv) {
+        TxBarrier::wait(&ss.v_full[0], 0);
+        zero_v_rows(ss, 0, skv_b - order.at(0) * T::kBlockN, ctid);
       }
-      softmax.update(acc_s, acc_o, scale_log2);
-      Tensor rP = convert_fragment<Element>(acc_s);
-      Tensor tOrP = make_tensor(rP.data(), gmma_acc_as_a_layout(rP.layout()));
-
-      TxBarrier::wait(&ss.v_full[stage], phase);
-      if constexpr (kMask != kNoMask) {
-        if (pad_kv && n0 + T::kBlockN > skv_b) zero_v_rows(ss, stage, skv_b - n0, ctid);
-      }
-      warpgroup_fence_operand(tOrP);
-      gmma<false>(mma_pv, tOrP, tOrV(_, _, _, stage), acc_o);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tOrP);
-      Barrier::arrive(&ss.v_empty[stage]);
+      mask(acc_s, 0, kind);
+      float correction[Softmax::kRowCount];
+      softmax.scores_to_p(acc_s, scale_log2, correction);
+      to_p(acc_s);
+    };
+    // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
+    // runs while the second product does; O is rescaled once it is done.
+    auto step = [&](int t, auto kind) __attribute__((always_inline)) {
+      Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
+      take_turn();
+      issue_qk(t, acc_s);
+      warpgroup_fence_operand(rP);
+      issue_pv(t - 1, tOrP);
+      pass_turn();
+      warpgroup_wait<1>();  // S_t is in
+      release_k(t);
+      mask(acc_s, t, kind);
+      float correction[Softmax::kRowCount];
+      const bool grew = softmax.scores_to_p(acc_s, scale_log2, correction);
+      warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
+      warpgroup_fence_operand(rP);
+      release_v(t - 1);
+      Softmax::rescale_o(acc_o, correction, grew);
+      to_p(acc_s);
     };
 
     // The masked tiles take the one-sided mask when none of them has a key left of the band:
-    // decided once, a loop for each.
-    int t = 0;
-    if (kt.begin * T::kBlockN - (m0 + T::kBlockM - 1) >= kt.diag_lo) {
+    // decided once, a loop for each; then the unmasked tiles, with no mask code.
+    const bool one_sided = kt.begin * T::kBlockN - (m0 + T::kBlockM - 1) >= kt.diag_lo;
+    if (order.n_masked == 0) {
+      first(Int<kNoMask>{});
+    } else if (one_sided) {
+      first(Int<kMaskRight>{});
+    } else {
+      first(Int<kMaskBand>{});
+    }
+    int t = 1;
+    if (one_sided) {
       CUTE_NO_UNROLL
       for (; t < order.n_masked; ++t) step(t, Int<kMaskRight>{});
     } else {
@@ -161,6 +236,14 @@ struct FwdMainloop {
     }
     CUTE_NO_UNROLL
     for (; t < order.n_tiles; ++t) step(t, Int<kNoMask>{});
+
+    warpgroup_fence_operand(rP);
+    take_turn();
+    issue_pv(order.n_tiles - 1, tOrP);
+    pass_turn();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(rP);
+    release_v(order.n_tiles - 1);
   }
 };
 

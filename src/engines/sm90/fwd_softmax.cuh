@@ -18,6 +18,7 @@ namespace floe::detail::sm90 {
 
 template <int kRows>
 struct FwdSoftmax {
+  static constexpr int kRowCount = kRows;
   float row_max[kRows];
   float row_sum[kRows];  // this thread's share; summed over the quad in finalize()
 
@@ -29,14 +30,17 @@ struct FwdSoftmax {
     }
   }
 
-  // scores -> P (in place); acc_o rescaled to the new max where a row's max grew.
-  template <class Scores, class AccO>
-  __device__ __forceinline__ void update(Scores& scores, AccO& acc_o, float scale_log2) {
+  // scores -> P (in place), the row sums rescaled to the new max; correction[r] is the factor
+  // O must take for row r (rescale_o), true when some row of the warp grew (the uniform branch
+  // rescale_o takes). Split from rescale_o so that P V of the previous tile can run while this
+  // one's softmax does.
+  template <class Scores>
+  __device__ __forceinline__ bool scores_to_p(Scores& scores, float scale_log2,
+                                              float (&correction)[kRows]) {
     using namespace cute;
     auto s = gmma_row_col(scores);
-    auto o = gmma_row_col(acc_o);
     static_assert(decltype(size<0>(s))::value == kRows, "row count mismatch");
-    float correction[kRows], max_scaled[kRows];
+    float max_scaled[kRows];
     bool grew = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -50,17 +54,10 @@ struct FwdSoftmax {
       const bool row_grew = mx > row_max[r];
       grew |= row_grew;
       max_scaled[r] = mx == -INFINITY ? 0.f : mx * scale_log2;
+      // An unchanged max gives exactly 1, so a skipped rescale of O stays consistent with l.
       correction[r] = row_grew ? kernels::fast_exp2(row_max[r] * scale_log2 - max_scaled[r]) : 1.f;
       row_max[r] = mx;
       row_sum[r] *= correction[r];
-    }
-    // Rescale O only when some row of the warp grew (uniform branch); long rows mostly skip it.
-    if (__any_sync(0xffffffffu, grew)) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
-      }
     }
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -75,6 +72,21 @@ struct FwdSoftmax {
         sum1 += p1;
       }
       row_sum[r] += sum0 + sum1;
+    }
+    return __any_sync(0xffffffffu, grew);
+  }
+
+  // O *= correction per row, skipped when no row of the warp grew (long rows mostly skip it).
+  template <class AccO>
+  __device__ __forceinline__ static void rescale_o(AccO& acc_o, const float (&correction)[kRows],
+                                                   bool grew) {
+    using namespace cute;
+    if (!grew) return;
+    auto o = gmma_row_col(acc_o);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
     }
   }
 

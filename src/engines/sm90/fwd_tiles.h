@@ -14,6 +14,7 @@ struct FwdTileShape {
   int block_n;  // keys per main-loop step
   int stages;   // K and V tiles in flight, each through its own mbarrier pipeline
   int consumer_warpgroups;
+  bool pingpong;  // the consumer warpgroups take turns on the tensor cores
 
   constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
   // Q, then `stages` K and V tiles, 2-byte elements, each 1024-byte aligned (the 128-byte swizzle
@@ -22,17 +23,25 @@ struct FwdTileShape {
 };
 
 // First tiles: 128 x 128 keys everywhere but d256 (64 keys keep S and O within 240 registers
-// without the extended GMMA shapes). HOPPER.md §1 has the larger ones to try next (d128 128x176,
-// d64 192x192 with three consumers, d256 128x80).
+// without the extended GMMA shapes). Pingpong off: on top of the overlap inside a warpgroup it
+// measured no gain (H200, bf16, 16k tokens, TFLOP/s with / without: d128 S 16k 700 / 709, causal
+// 689 / 699, S 4k 650 / 648; d64 S 16k 443 / 460). HOPPER.md §1 has the larger ones to try next
+// (d128 128x176, d64 192x192 with three consumers, d256 128x80).
 inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
-    /* d64  */ {"d64", 64, 128, 128, 2, 2},    //  96 KB smem
-    /* d128 */ {"d128", 128, 128, 128, 2, 2},  // 160 KB
-    /* d256 */ {"d256", 256, 128, 64, 2, 2},   // 192 KB
+    /* d64  */ {"d64", 64, 128, 128, 2, 2, false},    //  96 KB smem
+    /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 160 KB
+    /* d256 */ {"d256", 256, 128, 64, 2, 2, false},   // 192 KB
 };
 
 inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
   return kFwdTiles[static_cast<int>(t)];
 }
+
+// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>", by [tile][{f16, bf16}].
+inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
+    {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
+    {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
+    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"}};
 
 // The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
 inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {

@@ -12,7 +12,8 @@
 
 namespace floe::detail::sm90 {
 
-template <FwdTile kTile, class Element_>
+// kPingpong_: the two consumer warpgroups take turns issuing their products (fwd_mainloop.cuh).
+template <FwdTile kTile, class Element_, bool kPingpong_ = fwd_tile_shape(kTile).pingpong>
 struct FwdTraits {
   using Element = Element_;
   static constexpr FwdTileShape kShape = fwd_tile_shape(kTile);
@@ -23,6 +24,7 @@ struct FwdTraits {
   static constexpr int kConsumerWarpgroups = kShape.consumer_warpgroups;
   static constexpr int kThreads = kShape.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
   static_assert(kBlockM == 64 * kConsumerWarpgroups, "one warpgroup owns 64 query rows");
 
   using BM = cute::Int<kBlockM>;

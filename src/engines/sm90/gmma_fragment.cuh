@@ -34,16 +34,6 @@ __device__ __forceinline__ constexpr auto gmma_acc_as_a_layout(Layout const& acc
                      coalesce(make_layout(get<1>(blocks), get<2>(acc))));
 }
 
-// fp32 accumulator -> Element, same layout.
-template <class Element, class Tensor>
-__device__ __forceinline__ auto convert_fragment(Tensor const& acc) {
-  using namespace cute;
-  auto out = make_tensor<Element>(acc.layout());
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc); ++i) out(i) = static_cast<Element>(acc(i));
-  return out;
-}
-
 // Issues C (+)= A B over the whole K extent as one warpgroup batch; the caller waits
 // (warpgroup_wait) before reading C. kZero: C = A B.
 template <bool kZero, class Mma, class TA, class TB, class TC>
