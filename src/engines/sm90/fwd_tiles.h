@@ -22,15 +22,19 @@ struct FwdTileShape {
   constexpr int smem_bytes() const { return 2 * (block_m * d + 2 * stages * block_n * d) + 1024; }
 };
 
-// First tiles: 128 x 128 keys everywhere but d256 (64 keys keep S and O within 240 registers
-// without the extended GMMA shapes). Pingpong off: on top of the overlap inside a warpgroup it
-// measured no gain (H200, bf16, 16k tokens, TFLOP/s with / without: d128 S 16k 700 / 709, causal
-// 689 / 699, S 4k 650 / 648; d64 S 16k 443 / 460). HOPPER.md §1 has the larger ones to try next
-// (d128 128x176, d64 192x192 with three consumers, d256 128x80).
+// Measured on the H200 (bf16, 16k tokens, TFLOP/s, all variants in one call of the dev harness;
+// cuDNN 9.19 measured at 466 / 655 / 721 for d64 / d128 / d256 in an earlier call):
+// - d64 is co-limited by the exponentials: three consumer warpgroups (192 query rows) keep the
+//   tensor cores fed while two of them exponentiate. 192x128 x3: 523 (causal 515); 128x128 x2:
+//   457 (454); 128x192 x2: 475 (468).
+// - d128: 128x128: 720 (causal 705); 128x176 (extended GMMA N): 724 (causal 672, S 4k 642 vs 665).
+// - d256: 128x64: 803 (causal 799); 128x80 (extended N): 782 (784).
+// - Pingpong between two consumer warpgroups, on top of the overlap inside a warpgroup, gained
+//   nothing (d128 S 16k 700 with / 709 without, causal 689 / 699; d64 443 / 460), so it is off.
 inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
-    /* d64  */ {"d64", 64, 128, 128, 2, 2, false},    //  96 KB smem
-    /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 160 KB
-    /* d256 */ {"d256", 256, 128, 64, 2, 2, false},   // 192 KB
+    /* d64  */ {"d64", 64, 192, 128, 2, 3, false},    //  90 KB smem
+    /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 161 KB
+    /* d256 */ {"d256", 256, 128, 64, 2, 2, false},   // 193 KB
 };
 
 inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {

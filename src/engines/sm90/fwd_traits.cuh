@@ -1,7 +1,7 @@
-// sm90 forward: the CuTe types of one instantiation. Two consumer warpgroups stacked along the
-// query rows (64 each) share every GMMA; Q, K and V sit in shared memory in the 128-byte-swizzled
-// K-major layout TMA writes (fwd_tiles.h, tma_descriptor.h); V is read transposed (MN-major) by
-// the P V product.
+// sm90 forward: the CuTe types of one instantiation. Two or three consumer warpgroups stacked
+// along the query rows (64 each) share every GMMA; Q, K and V sit in shared memory in the
+// 128-byte-swizzled K-major layout TMA writes (fwd_tiles.h, tma_descriptor.h); V is read transposed
+// (MN-major) by the P V product.
 #pragma once
 
 #include <cute/arch/mma_sm90.hpp>
@@ -12,20 +12,24 @@
 
 namespace floe::detail::sm90 {
 
-// kPingpong_: the two consumer warpgroups take turns issuing their products (fwd_mainloop.cuh).
-template <FwdTile kTile, class Element_, bool kPingpong_ = fwd_tile_shape(kTile).pingpong>
-struct FwdTraits {
+// The types of a tile shape given as numbers (so that variants can be built beside the table's);
+// FwdTraits below is the table's. kPingpong_: the two consumer warpgroups take turns issuing
+// their products (fwd_mainloop.cuh).
+template <class Element_, int kD_, int kBlockN_, int kConsumerWarpgroups_, int kStages_,
+          bool kPingpong_>
+struct FwdTraitsOf {
   using Element = Element_;
-  static constexpr FwdTileShape kShape = fwd_tile_shape(kTile);
-  static constexpr int kD = kShape.d;
-  static constexpr int kBlockM = kShape.block_m;
-  static constexpr int kBlockN = kShape.block_n;
-  static constexpr int kStages = kShape.stages;
-  static constexpr int kConsumerWarpgroups = kShape.consumer_warpgroups;
+  static constexpr int kD = kD_;
+  static constexpr int kBlockM = 64 * kConsumerWarpgroups_;  // one warpgroup owns 64 query rows
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = kConsumerWarpgroups_;
+  static constexpr FwdTileShape kShape{
+      "", kD, kBlockM, kBlockN, kStages, kConsumerWarpgroups, kPingpong_};
   static constexpr int kThreads = kShape.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
-  static_assert(kBlockM == 64 * kConsumerWarpgroups, "one warpgroup owns 64 query rows");
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
 
   using BM = cute::Int<kBlockM>;
   using BN = cute::Int<kBlockN>;
@@ -64,9 +68,14 @@ struct FwdTraits {
   static constexpr uint32_t kKVBytes = kBlockN * kD * sizeof(Element);
 
   // Registers per thread after setmaxnreg: the producer keeps few, the consumers take the rest
-  // (128 x 24 + 256 x 240 <= 64K).
+  // (128 x 24 + 256 x 240 <= 64K; 128 x 24 + 384 x 160 with three consumers).
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
 };
+
+template <FwdTile kTile, class Element>
+using FwdTraits = FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
+                              fwd_tile_shape(kTile).consumer_warpgroups,
+                              fwd_tile_shape(kTile).stages, fwd_tile_shape(kTile).pingpong>;
 
 }  // namespace floe::detail::sm90
