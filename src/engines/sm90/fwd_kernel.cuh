@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     if (!kt.empty()) {
       FwdMainloop<T>::compute(p, ss, ctid, m0, skv_b, kt, order, acc_o, softmax);
     }
-    fwd_epilogue<T>(p, ctid, m0, tile.h, tile.b, sq_b, acc_o, softmax);
+    fwd_epilogue<T>(p, ss, ctid, m0, tile.h, tile.b, sq_b, acc_o, softmax);
   }
 #endif
 }
