@@ -29,6 +29,8 @@ struct FwdTileShape {
 //   457 (454); 128x192 x2: 475 (468).
 // - d128: 128x128: 720 (causal 705); 128x176 (extended GMMA N): 724 (causal 672, S 4k 642 vs 665).
 // - d256: 128x64: 803 (causal 799); 128x80 (extended N): 782 (784).
+// - Three K/V stages (d128: 225 KB of smem): d128 S 16k 708 against 692 with two, causal 670
+//   against 693; d64 (192x128) 520 against 544. Two kept.
 // - Pingpong between two consumer warpgroups, on top of the overlap inside a warpgroup, gained
 //   nothing (d128 S 16k 700 with / 709 without, causal 689 / 699; d64 443 / 460), so it is off.
 inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
