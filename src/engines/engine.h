@@ -21,6 +21,8 @@ class LaunchPlan {
                         Stream stream) const = 0;
   // The alignment, in bytes, the kernels need of a tensor's base pointer.
   virtual size_t pointer_alignment(TensorId id, const Facts& facts) const;
+  // What explain() says of the plan beyond the engine's name (kernel, tile); empty: nothing.
+  virtual std::string describe() const { return ""; }
 };
 
 class Engine {

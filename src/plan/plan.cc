@@ -150,7 +150,9 @@ const Target& Plan::target() const {
 
 std::string Plan::explain() const {
   if (!impl_) return "engine: none\n";
-  return "engine: " + impl_->engine + "\n" + verdict_lines(impl_->verdicts);
+  const std::string plan = impl_->launch ? impl_->launch->describe() : std::string();
+  return "engine: " + impl_->engine + "\n" + verdict_lines(impl_->verdicts) +
+         (plan.empty() ? "" : "plan: " + plan + "\n");
 }
 
 Status Plan::execute(const Arguments& args, void* workspace, size_t workspace_size,

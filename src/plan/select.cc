@@ -3,12 +3,13 @@
 #include "engines/generic/generic_engine.h"
 #include "engines/reference/reference_engine.h"
 #include "engines/sm80/sm80_engine.h"
+#include "engines/sm90/sm90_engine.h"
 
 namespace floe::detail {
 
 const std::vector<const Engine*>& ranked_engines() {
-  static const std::vector<const Engine*> engines = {&sm80_engine(), &generic_engine(),
-                                                     &reference_engine()};
+  static const std::vector<const Engine*> engines = {&sm90_engine(), &sm80_engine(),
+                                                     &generic_engine(), &reference_engine()};
   return engines;
 }
 

@@ -107,8 +107,16 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       const EngineVerdict* v = verdict_of(*plan, "sm80");
       ASSERT_NE(v, nullptr);
-      if (built(n.problem)) {
+      // On sm_90 the sm90 engine ranks first and takes what it serves natively.
+      const EngineVerdict* v90 = verdict_of(*plan, "sm90");
+      ASSERT_NE(v90, nullptr);
+      if (arch != 90) EXPECT_FALSE(v90->accepted);
+      if (v90->accepted) {
+        EXPECT_EQ(plan->engine(), "sm90") << plan->explain();
+      } else if (built(n.problem)) {
         EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
+      }
+      if (built(n.problem)) {
         EXPECT_TRUE(v->accepted) << v->reason;
         EXPECT_EQ(plan->workspace_bytes(), 0u);
         EXPECT_TRUE(plan->workspace_chunks().empty());
@@ -116,7 +124,7 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
       } else {
         EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
             << v->reason;
-        EXPECT_EQ(plan->engine(), "generic");
+        if (!v90->accepted) EXPECT_EQ(plan->engine(), "generic");
       }
     }
   }
@@ -208,10 +216,11 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
   }
 }
 
-TEST(Sm80Plan, RanksFirst) {
+TEST(Sm80Plan, RanksSecondBehindSm90) {
   const std::vector<std::string> names = engine_names();
-  ASSERT_FALSE(names.empty());
-  EXPECT_EQ(names.front(), "sm80");
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names[0], "sm90");
+  EXPECT_EQ(names[1], "sm80");
 }
 
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
@@ -390,7 +399,7 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
 
 TEST(Sm80Plan, ArchitecturePlansCannotExecute) {
   auto plan = Plan::build(Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16),
-                          Target::cuda_arch(90));
+                          Target::cuda_arch(90), PlanOptions{"sm80"});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->engine(), "sm80");
   const Status st = plan->execute(Arguments{}, nullptr, 0);

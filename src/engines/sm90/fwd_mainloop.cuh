@@ -1,0 +1,250 @@
+// sm90 forward: the main loop of one CTA, in its two roles.
+//
+// load(): one thread of the producer warpgroup issues TMA for the Q tile (once), then for each
+// key tile K and V into `kStages`-deep rings, each stage guarded by a full barrier (TMA's
+// transaction bytes) and an empty barrier (every consumer thread arrives once it has read it).
+//
+// compute(): the two consumer warpgroups (64 query rows each) run, per key tile, S = Q K^T (SS
+// GMMA), the boundary mask, the online softmax in base 2, and O += P V (RS GMMA, P converted in
+// registers). Within a warpgroup the products overlap the softmax: S_t and P_{t-1} V_{t-1} are
+// issued together and the softmax of S_t runs while the second one computes. Tiles the band or the
+// key length cuts run a masked copy of the step; the others a copy with no mask code. Both roles
+// walk the tiles in the same order (tile_at).
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+
+#include "engines/sm90/fwd_mask.cuh"
+#include "engines/sm90/fwd_params.h"
+#include "engines/sm90/gmma_fragment.cuh"
+#include "kernels/band_tiles.cuh"
+
+namespace floe::detail::sm90 {
+
+// The key tiles of a CTA in visiting order: the masked ones first (the high end of the band,
+// then its low end), then the fully visible ones, each group last tile first.
+struct TileOrder {
+  int n_tiles, n_high, n_masked, end, full_begin, full_end;
+
+  __device__ __forceinline__ explicit TileOrder(const kernels::KeyTiles& kt)
+      : n_tiles(kt.end - kt.begin),
+        n_high(kt.end - kt.full_end),
+        n_masked(kt.end - kt.full_end + kt.full_begin - kt.begin),
+        end(kt.end),
+        full_begin(kt.full_begin),
+        full_end(kt.full_end) {}
+
+  __device__ __forceinline__ int at(int t) const {
+    if (t < n_high) return end - 1 - t;
+    if (t < n_masked) return full_begin - 1 - (t - n_high);
+    return full_end - 1 - (t - n_masked);
+  }
+};
+
+using Barrier = cutlass::arch::ClusterBarrier;
+
+// Named barriers of the consumer warpgroups (past CUTLASS's reserved ids, which NamedBarrier
+// adds): one for both, and one per warpgroup for the pingpong turns.
+inline constexpr int kConsumersBarrier = 0;
+inline constexpr int kTurnBarrier = 1;  // + consumer warpgroup index
+using TxBarrier = cutlass::arch::ClusterTransactionBarrier;
+
+template <class T>
+struct FwdMainloop {
+  using Element = typename T::Element;
+  using Storage = typename T::SharedStorage;
+  static constexpr int kStages = T::kStages;
+  static constexpr uint64_t kCacheHint =
+      static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+  // One thread. h_kv: the kv head; the order of tiles is the consumers'.
+  __device__ __forceinline__ static void load(const FwdParams& p, Storage& ss, int m0, int h,
+                                              int h_kv, int b, const TileOrder& order) {
+    TxBarrier::arrive_and_expect_tx(&ss.q_full, T::kQBytes);
+    cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full, kCacheHint, ss.q.data(), 0, m0, 0, h, b);
+    constexpr int kStageElems = T::kBlockN * T::kD;
+    for (int t = 0; t < order.n_tiles; ++t) {
+      const int stage = t % kStages;
+      const uint32_t phase = (t / kStages) & 1;
+      const int n0 = order.at(t) * T::kBlockN;
+      // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
+      // first pass over the ring does not wait.
+      Barrier::wait(&ss.k_empty[stage], phase ^ 1);
+      TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKVBytes);
+      cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
+                                   ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+      Barrier::wait(&ss.v_empty[stage], phase ^ 1);
+      TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kKVBytes);
+      cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
+                                   ss.v.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+    }
+  }
+
+  // V rows past the batch's key length hold whatever the tensor holds there (TMA zero-fills only
+  // past s_kv); P is 0 on them, but 0 x NaN is not. Zeroed in shared memory before P V reads
+  // them, on the one tile that has them. Every consumer thread calls this.
+  __device__ __forceinline__ static void zero_v_rows(Storage& ss, int stage, int first_row,
+                                                     int ctid) {
+    constexpr int kChunks = T::kD / 64;  // 128-byte rows per V row
+    const int rows = T::kBlockN - first_row;
+    uint4* base = reinterpret_cast<uint4*>(ss.v.data() + stage * T::kBlockN * T::kD);
+    // Whole 128-byte lines: the swizzle permutes 16-byte pieces within a line, so the line of
+    // (row, chunk) is where it was.
+    for (int i = ctid; i < rows * kChunks * 8; i += T::kConsumerThreads) {
+      const int piece = i % 8, line = i / 8;
+      const int row = first_row + line % rows, chunk = line / rows;
+      base[(chunk * T::kBlockN + row) * 8 + piece] = make_uint4(0, 0, 0, 0);
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by GMMA (async proxy)
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+  }
+
+  template <class AccO, class Softmax>
+  __device__ __forceinline__ static void compute(const FwdParams& p, Storage& ss, int ctid, int m0,
+                                                 int skv_b, const kernels::KeyTiles& kt,
+                                                 const TileOrder& order, AccO& acc_o,
+                                                 Softmax& softmax) {
+    using namespace cute;
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutKV{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename T::SmemLayoutVt{});
+
+    typename T::MmaQK mma_qk;
+    typename T::MmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(ctid);
+    auto thr_pv = mma_pv.get_thread_slice(ctid);
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tScS = thr_qk.partition_C(
+        make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
+
+    const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
+    const float scale_log2 = p.scale_log2;
+
+    // S = Q K_t^T, issued (the caller waits).
+    auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
+      const int stage = t % kStages;
+      TxBarrier::wait(&ss.k_full[stage], (t / kStages) & 1);
+      gmma<true>(mma_qk, tSrQ, tSrK(_, _, _, stage), acc_s);
+    };
+    // O += P_t V_t, issued (the caller waits).
+    auto issue_pv = [&](int t, auto& tOrP) __attribute__((always_inline)) {
+      const int stage = t % kStages;
+      TxBarrier::wait(&ss.v_full[stage], (t / kStages) & 1);
+      gmma<false>(mma_pv, tOrP, tOrV(_, _, _, stage), acc_o);
+    };
+    auto release_k = [&](int t) __attribute__((always_inline)) {
+      Barrier::arrive(&ss.k_empty[t % kStages]);
+    };
+    auto release_v = [&](int t) __attribute__((always_inline)) {
+      Barrier::arrive(&ss.v_empty[t % kStages]);
+    };
+    auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
+      constexpr int kMask = decltype(kind)::value;
+      if constexpr (kMask != kNoMask) {
+        mask_scores<kMask>(acc_s, tScS, m0, order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi,
+                           skv_b);
+      }
+    };
+
+    // P of the previous tile, in the register layout of the P V operand.
+    Tensor rP = make_tensor<Element>(
+        partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{}).layout());
+    Tensor tOrP = make_tensor(rP.data(), gmma_acc_as_a_layout(rP.layout()));
+    auto to_p = [&](auto const& acc_s) __attribute__((always_inline)) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); ++i) rP(i) = static_cast<Element>(acc_s(i));
+    };
+
+    // Pingpong: a warpgroup issues its products only on its turn, and hands the turn over once
+    // they are issued, so the two alternate on the tensor cores and each one's softmax runs
+    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn.
+    const int wg = ctid / 128;
+    auto take_turn = [&]() __attribute__((always_inline)) {
+      if constexpr (T::kPingpong) {
+        cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kTurnBarrier + wg);
+      }
+    };
+    auto pass_turn = [&]() __attribute__((always_inline)) {
+      if constexpr (T::kPingpong) {
+        cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, kTurnBarrier + (wg ^ 1));
+      }
+    };
+    if (wg == 1) pass_turn();
+
+    TxBarrier::wait(&ss.q_full, 0);
+
+    // The first tile alone: O is still zero, so nothing overlaps its softmax.
+    auto first = [&](auto kind) __attribute__((always_inline)) {
+      Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
+      take_turn();
+      issue_qk(0, acc_s);
+      pass_turn();
+      warpgroup_wait<0>();
+      release_k(0);
+      // Padding rows of V are zeroed here, outside the turns (both warpgroups meet at a barrier).
+      if (pad_kv) {
+        TxBarrier::wait(&ss.v_full[0], 0);
+        zero_v_rows(ss, 0, skv_b - order.at(0) * T::kBlockN, ctid);
+      }
+      mask(acc_s, 0, kind);
+      float correction[Softmax::kRowCount];
+      softmax.scores_to_p(acc_s, scale_log2, correction);
+      to_p(acc_s);
+    };
+    // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
+    // runs while the second product does; O is rescaled once it is done.
+    auto step = [&](int t, auto kind) __attribute__((always_inline)) {
+      Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
+      take_turn();
+      issue_qk(t, acc_s);
+      warpgroup_fence_operand(rP);
+      issue_pv(t - 1, tOrP);
+      pass_turn();
+      warpgroup_wait<1>();  // S_t is in
+      release_k(t);
+      mask(acc_s, t, kind);
+      float correction[Softmax::kRowCount];
+      const bool grew = softmax.scores_to_p(acc_s, scale_log2, correction);
+      warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
+      warpgroup_fence_operand(rP);
+      release_v(t - 1);
+      Softmax::rescale_o(acc_o, correction, grew);
+      to_p(acc_s);
+    };
+
+    // The masked tiles take the one-sided mask when none of them has a key left of the band:
+    // decided once, a loop for each; then the unmasked tiles, with no mask code.
+    const bool one_sided = kt.begin * T::kBlockN - (m0 + T::kBlockM - 1) >= kt.diag_lo;
+    if (order.n_masked == 0) {
+      first(Int<kNoMask>{});
+    } else if (one_sided) {
+      first(Int<kMaskRight>{});
+    } else {
+      first(Int<kMaskBand>{});
+    }
+    int t = 1;
+    if (one_sided) {
+      CUTE_NO_UNROLL
+      for (; t < order.n_masked; ++t) step(t, Int<kMaskRight>{});
+    } else {
+      CUTE_NO_UNROLL
+      for (; t < order.n_masked; ++t) step(t, Int<kMaskBand>{});
+    }
+    CUTE_NO_UNROLL
+    for (; t < order.n_tiles; ++t) step(t, Int<kNoMask>{});
+
+    warpgroup_fence_operand(rP);
+    take_turn();
+    issue_pv(order.n_tiles - 1, tOrP);
+    pass_turn();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(rP);
+    release_v(order.n_tiles - 1);
+  }
+};
+
+}  // namespace floe::detail::sm90

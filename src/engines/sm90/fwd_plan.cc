@@ -1,0 +1,265 @@
+#include "engines/sm90/fwd_plan.h"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "engines/sm90/fwd_kernels.h"
+#include "engines/sm90/fwd_params.h"
+#include "engines/sm90/fwd_tiles.h"
+#include "engines/sm90/tma_descriptor.h"
+
+namespace floe::detail::sm90 {
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+constexpr int64_t kInt32Max = INT32_MAX;
+
+std::string tensor_name(TensorId id) {
+  return std::string("tensor '") + to_string(id) + "'";
+}
+
+std::string check_target(const Target& target) {
+  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
+  if (target.arch != 90) {
+    return "its kernels are built for sm_90a only (target is sm_" + std::to_string(target.arch) +
+           ")";
+  }
+  if (target.executable) {
+    if (std::string why = tma_encoder_status(); !why.empty()) return why;
+  }
+  return "";
+}
+
+// What TMA can address: a unit innermost stride, outer strides 16-byte multiples (the base's
+// 16-byte alignment is pointer_alignment's), below 2^40 bytes.
+std::string check_tma_operand(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90's TMA loads need a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] <= 1) continue;
+    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90's TMA loads need every outer stride a positive multiple of 8 elements "
+             "(16 bytes) below 2^39";
+    }
+  }
+  return "";
+}
+
+// O is written with 4-byte stores through its strides: outer strides even.
+std::string check_output(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90 needs a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90 needs every outer stride a multiple of 8 elements (16 bytes)";
+    }
+  }
+  return "";
+}
+
+struct FwdChoice {
+  FwdTile tile = FwdTile::d128;
+  const FwdKernel* kernel = nullptr;
+};
+
+std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
+  if (std::string why = check_target(target); !why.empty()) return why;
+  if (f.backward()) return "backward: sm90 serves the forward only";
+  if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
+    return std::string("dtype ") + to_string(f.dtype) + ": sm90 serves f16 and bf16";
+  }
+  FwdChoice c;
+  if (!fwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
+    return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
+           ": sm90 has tiles for d_qk = d_v = 64, 128 or 256 only";
+  }
+  if (f.has(TensorId::bias)) return "tensor 'bias': sm90 has no bias yet";
+  if (f.has(TensorId::sink)) return "tensor 'sink': sm90 has no sink yet";
+  if (f.has_softcap) return "softcap: sm90 has no softcap yet";
+  if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
+  if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
+    return "an empty dimension (b, h, s_q or s_kv = 0): sm90 needs non-empty tensors";
+  }
+  for (TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
+    if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
+  }
+  if (std::string why = check_output(f, TensorId::o); !why.empty()) return why;
+  const FwdTileShape& shape = fwd_tile_shape(c.tile);
+  const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
+  if (m_blocks * f.h_q * f.b > kInt32Max) {
+    return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
+           " query tiles exceed sm90's 2^31 - 1 CTAs";
+  }
+  c.kernel = find_fwd_kernel(c.tile, f.dtype);
+  if (c.kernel == nullptr) {
+    return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
+           to_string(f.dtype) + ")";
+  }
+  if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
+    return std::string("tile ") + shape.name + " needs " +
+           std::to_string(c.kernel->smem_bytes / 1024) +
+           " KB of shared memory per block; the device allows " +
+           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  }
+  if (out != nullptr) *out = c;
+  return "";
+}
+
+void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
+  const TensorDesc& d = f.t(id);
+  *sb = d.strides[0];
+  *sh = d.strides[1];
+  *ss = d.strides[2];
+}
+
+FwdParams make_params(const Facts& f, const FwdChoice& c) {
+  FwdParams p;
+  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
+  if (f.has(TensorId::stats))
+    strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  p.s_q = static_cast<int32_t>(f.s_q);
+  p.s_kv = static_cast<int32_t>(f.s_kv);
+  p.scale_log2 = static_cast<float>(f.scale * kLog2e);
+  p.mask = BandMask::from(f.mask);
+  p.has_mask = f.mask.is_band();
+  const FwdTileShape& shape = fwd_tile_shape(c.tile);
+  p.heavy_last_m = f.mask.right.has_value() && !f.mask.left.has_value();
+  p.m_blocks_div =
+      kernels::FastDivisor(static_cast<uint32_t>((f.s_q + shape.block_m - 1) / shape.block_m));
+  p.h_q_div = kernels::FastDivisor(static_cast<uint32_t>(f.h_q));
+  p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
+  return p;
+}
+
+// The [b, h, s, d] view TMA loads of a Q-, K- or V-shaped tensor, without its base.
+TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
+  const TensorDesc& d = f.t(id);
+  TmaTensor t;
+  t.b = d.dims[0];
+  t.h = d.dims[1];
+  t.s = d.dims[2];
+  t.d = d.dims[3];
+  t.stride_b = d.strides[0];
+  t.stride_h = d.strides[1];
+  t.stride_s = d.strides[2];
+  t.box_rows = box_rows;
+  t.bf16 = f.dtype == DType::bf16;
+  return t;
+}
+
+class Sm90ForwardPlan final : public LaunchPlan {
+ public:
+  Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
+                  unsigned grid)
+      : params_(params),
+        q_(tma_tensor(f, TensorId::q, kernel->block_m)),
+        k_(tma_tensor(f, TensorId::k, kernel->block_n)),
+        v_(tma_tensor(f, TensorId::v, kernel->block_n)),
+        kernel_(kernel),
+        tile_(tile),
+        grid_(grid) {}
+
+  // Encodes the three tensor maps (host only: no allocation, no sync), then launches.
+  Status launch(const Facts& facts, const Arguments& args, const Workspace&,
+                Stream stream) const override {
+    FwdParams p = params_;
+    TmaTensor q = q_, k = k_, v = v_;
+    q.base = args.get(TensorId::q);
+    k.base = args.get(TensorId::k);
+    v.base = args.get(TensorId::v);
+    if (!encode_tma(q, &p.tma_q) || !encode_tma(k, &p.tma_k) || !encode_tma(v, &p.tma_v)) {
+      return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
+                                            kernel_->name + " failed (cuTensorMapEncodeTiled)");
+    }
+    p.o = args.get(TensorId::o);
+    if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
+    if (facts.has(TensorId::seq_len_q))
+      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+    if (facts.has(TensorId::seq_len_kv))
+      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    const cudaError_t err = kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream));
+    if (err == cudaSuccess) return Status();
+    return Status(Code::device_error, std::string("sm90: launching ") + kernel_->name +
+                                          " failed: " + cudaGetErrorString(err));
+  }
+
+  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
+    switch (id) {
+      case TensorId::q:
+      case TensorId::k:
+      case TensorId::v:
+      case TensorId::o:
+        return 16;  // TMA's base alignment; O's 4-byte stores
+      default:
+        return LaunchPlan::pointer_alignment(id, facts);
+    }
+  }
+
+  std::string describe() const override {
+    const FwdTileShape& s = fwd_tile_shape(tile_);
+    return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_m) +
+           " queries x " + std::to_string(s.block_n) + " keys, " +
+           std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
+           std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs";
+  }
+
+ private:
+  FwdParams params_;
+  TmaTensor q_, k_, v_;
+  const FwdKernel* kernel_;
+  FwdTile tile_;
+  unsigned grid_;
+};
+
+Status prepare_on_device(const FwdKernel& kernel, const Target& target) {
+  if (!target.executable) return Status();
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    current = -1;
+  }
+  if (current != target.device) cudaSetDevice(target.device);
+  const cudaError_t err = kernel.prepare();
+  if (current >= 0 && current != target.device) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status(Code::device_error,
+                  std::string("sm90: preparing ") + kernel.name + " (" +
+                      std::to_string(kernel.smem_bytes) +
+                      " bytes of shared memory) failed: " + cudaGetErrorString(err));
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::string forward_decline_reason(const Facts& facts, const Target& target) {
+  return choose_forward(facts, target, nullptr);
+}
+
+Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const Target& target) {
+  FwdChoice c;
+  if (std::string why = choose_forward(facts, target, &c); !why.empty()) {
+    return Status(Code::internal, "sm90 accepted, then declined: " + why);
+  }
+  const FwdParams params = make_params(facts, c);
+  const unsigned grid =
+      static_cast<unsigned>(static_cast<int64_t>(params.m_blocks_div.d) * facts.h_q * facts.b);
+  if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+  return std::unique_ptr<const LaunchPlan>(
+      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, grid));
+}
+
+}  // namespace floe::detail::sm90

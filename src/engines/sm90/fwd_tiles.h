@@ -1,0 +1,64 @@
+// sm90 forward: the compiled head-dim tiles and their shapes. Plain constexpr data, read by the
+// planner (host, no CUDA) and by the kernels' traits, so both always agree.
+#pragma once
+
+namespace floe::detail::sm90 {
+
+enum class FwdTile : int { d64 = 0, d128 = 1, d256 = 2 };
+inline constexpr int kFwdTileCount = 3;
+
+struct FwdTileShape {
+  const char* name;
+  int d;        // d_qk = d_v: the tile serves exactly this head dim (TMA boxes are whole tiles)
+  int block_m;  // query rows per CTA: 64 per consumer warpgroup
+  int block_n;  // keys per main-loop step
+  int stages;   // K and V tiles in flight, each through its own mbarrier pipeline
+  int consumer_warpgroups;
+  bool pingpong;  // the consumer warpgroups take turns on the tensor cores
+
+  constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
+  // Q, then `stages` K and V tiles, 2-byte elements, each 1024-byte aligned (the 128-byte swizzle
+  // repeats every 8 rows of 128 bytes), then the barriers.
+  constexpr int smem_bytes() const { return 2 * (block_m * d + 2 * stages * block_n * d) + 1024; }
+};
+
+// Measured on the H200 (bf16, 16k tokens, TFLOP/s, all variants in one call of the dev harness;
+// cuDNN 9.19 measured at 466 / 655 / 721 for d64 / d128 / d256 in an earlier call):
+// - d64 is co-limited by the exponentials: three consumer warpgroups (192 query rows) keep the
+//   tensor cores fed while two of them exponentiate. 192x128 x3: 523 (causal 515); 128x128 x2:
+//   457 (454); 128x192 x2: 475 (468).
+// - d128: 128x128: 720 (causal 705); 128x176 (extended GMMA N): 724 (causal 672, S 4k 642 vs 665).
+// - d256: 128x64: 803 (causal 799); 128x80 (extended N): 782 (784).
+// - Three K/V stages (d128: 225 KB of smem): d128 S 16k 708 against 692 with two, causal 670
+//   against 693; d64 (192x128) 520 against 544. Two kept.
+// - Pingpong between two consumer warpgroups, on top of the overlap inside a warpgroup, gained
+//   nothing (d128 S 16k 700 with / 709 without, causal 689 / 699; d64 443 / 460), so it is off.
+inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
+    /* d64  */ {"d64", 64, 192, 128, 2, 3, false},    //  90 KB smem
+    /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 161 KB
+    /* d256 */ {"d256", 256, 128, 64, 2, 2, false},   // 193 KB
+};
+
+inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
+  return kFwdTiles[static_cast<int>(t)];
+}
+
+// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>", by [tile][{f16, bf16}].
+inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
+    {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
+    {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
+    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"}};
+
+// The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
+inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {
+  if (d_qk != d_v) return false;
+  for (int i = 0; i < kFwdTileCount; ++i) {
+    if (kFwdTiles[i].d == d_qk) {
+      *tile = static_cast<FwdTile>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace floe::detail::sm90

@@ -1,0 +1,81 @@
+// sm90 forward: the CuTe types of one instantiation. Two or three consumer warpgroups stacked
+// along the query rows (64 each) share every GMMA; Q, K and V sit in shared memory in the
+// 128-byte-swizzled K-major layout TMA writes (fwd_tiles.h, tma_descriptor.h); V is read transposed
+// (MN-major) by the P V product.
+#pragma once
+
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+
+#include "engines/sm90/fwd_tiles.h"
+
+namespace floe::detail::sm90 {
+
+// The types of a tile shape given as numbers (so that variants can be built beside the table's);
+// FwdTraits below is the table's. kPingpong_: the two consumer warpgroups take turns issuing
+// their products (fwd_mainloop.cuh).
+template <class Element_, int kD_, int kBlockN_, int kConsumerWarpgroups_, int kStages_,
+          bool kPingpong_>
+struct FwdTraitsOf {
+  using Element = Element_;
+  static constexpr int kD = kD_;
+  static constexpr int kBlockM = 64 * kConsumerWarpgroups_;  // one warpgroup owns 64 query rows
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumerWarpgroups = kConsumerWarpgroups_;
+  static constexpr FwdTileShape kShape{
+      "", kD, kBlockM, kBlockN, kStages, kConsumerWarpgroups, kPingpong_};
+  static constexpr int kThreads = kShape.threads();
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
+
+  using BM = cute::Int<kBlockM>;
+  using BN = cute::Int<kBlockN>;
+  using D = cute::Int<kD>;
+  using WGs = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
+
+  // S = Q K^T: both operands from shared memory.
+  using MmaQK = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, BN, D>>(), WGs{}));
+  // O += P V: P from registers, V^T (MN-major) from shared memory.
+  using MmaPV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, BN>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      WGs{}));
+
+  using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D>{}));
+  using SmemLayoutKV =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BN, D, cute::Int<kStages>>{}));
+  // V^T(d, n, stage) = V(n, d, stage).
+  using SmemLayoutVt = decltype(cute::composition(
+      SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<D, BN, cute::Int<kStages>>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> k;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> v;
+    alignas(8) uint64_t q_full;
+    uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kShape.smem_bytes(), "fwd_tiles.h undercounts the shared memory");
+
+  static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kD * sizeof(Element);
+
+  // Registers per thread after setmaxnreg: the producer keeps few, the consumers take the rest
+  // (128 x 24 + 256 x 240 <= 64K; 128 x 24 + 384 x 160 with three consumers).
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+};
+
+template <FwdTile kTile, class Element>
+using FwdTraits = FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
+                              fwd_tile_shape(kTile).consumer_warpgroups,
+                              fwd_tile_shape(kTile).stages, fwd_tile_shape(kTile).pingpong>;
+
+}  // namespace floe::detail::sm90

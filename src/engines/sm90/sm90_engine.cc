@@ -1,0 +1,30 @@
+// The sm90 engine: the forward plans in fwd_plan.cc; this is the dispatch.
+#include "engines/sm90/sm90_engine.h"
+
+#include "engines/sm90/fwd_plan.h"
+
+namespace floe::detail {
+namespace {
+
+class Sm90Engine final : public Engine {
+ public:
+  const char* name() const override { return "sm90"; }
+
+  std::string decline_reason(const Facts& facts, const Target& target) const override {
+    return sm90::forward_decline_reason(facts, target);
+  }
+
+  Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
+                                                 WorkspaceLayout&) const override {
+    return sm90::plan_forward(facts, target);
+  }
+};
+
+}  // namespace
+
+const Engine& sm90_engine() {
+  static const Sm90Engine engine;
+  return engine;
+}
+
+}  // namespace floe::detail
