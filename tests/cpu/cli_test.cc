@@ -464,7 +464,8 @@ TEST_F(CliTest, NoOptionAbortsExplainOrDemo) {
       {"--b -3", "--b -3: must be positive"},
       {"--h-q 3 --h-kv 2", "h_kv"},
       {"--h-kv 0", "--h-kv 0: must be positive"},
-      {"--b 2000000000 --s 2000000000", "memory"},
+      {"--b 1000 --s 1000000", "memory"},
+      {"--b 2000000000 --s 2000000000", "element count overflows 64 bits"},
       {"--b 1000000 --h-q 1000000 --h-kv 1000000 --s 1000000 --d 1000000", ""},
       {"--s 99999999999999999999", ""},  // past int64: CLI11's own message
   };
