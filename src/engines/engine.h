@@ -6,8 +6,8 @@
 #include <string>
 
 #include "floe/plan.h"
-#include "plan/facts.h"
-#include "plan/workspace.h"
+#include "engines/facts.h"
+#include "engines/workspace.h"
 
 namespace floe::detail {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "common/host_device.h"
-#include "plan/facts.h"
+#include "floe/problem.h"
 
 namespace floe::detail {
 

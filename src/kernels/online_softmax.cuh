@@ -17,8 +17,8 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/sm80/fragment.cuh"
+#include "kernels/sm80/math.cuh"
 
 namespace floe::kernels {
 

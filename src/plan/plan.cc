@@ -3,10 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include "engines/engine.h"
-#include "plan/facts.h"
+#include "engines/facts.h"
 #include "plan/select.h"
 #include "plan/validate.h"
-#include "plan/workspace.h"
+#include "engines/workspace.h"
 
 namespace floe {
 

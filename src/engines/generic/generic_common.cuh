@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engines/generic/generic_params.h"
-#include "kernels/strided_view.cuh"
+#include "engines/generic/strided_view.cuh"
 
 namespace floe::detail::generic {
 

@@ -11,7 +11,7 @@
 #include "common/dtype_convert.h"
 #include "floe/arguments.h"
 #include "kernels/band_mask.h"
-#include "plan/facts.h"
+#include "engines/facts.h"
 
 namespace floe::detail::reference {
 

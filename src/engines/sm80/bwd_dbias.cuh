@@ -11,9 +11,9 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/sm80/copy.cuh"
+#include "kernels/sm80/fragment.cuh"
+#include "kernels/sm80/math.cuh"
 
 namespace floe::detail::sm80 {
 

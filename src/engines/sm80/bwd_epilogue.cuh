@@ -8,7 +8,7 @@
 
 #include "engines/sm80/bwd_params.h"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 

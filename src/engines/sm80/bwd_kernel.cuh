@@ -20,7 +20,7 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_traits.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80/copy.cuh"
 
 namespace floe::detail::sm80 {
 

@@ -11,7 +11,7 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 

@@ -7,7 +7,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_params.h"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {

@@ -17,8 +17,8 @@
 #include "engines/sm80/fwd_params.h"
 #include "engines/sm80/scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/copy.cuh"
+#include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {

@@ -10,8 +10,8 @@
 #include <cute/tensor.hpp>
 
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/sm80/fragment.cuh"
+#include "kernels/sm80/math.cuh"
 
 namespace floe::detail::sm80 {
 

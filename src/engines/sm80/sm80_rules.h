@@ -13,7 +13,7 @@
 #include "floe/status.h"
 #include "floe/target.h"
 #include "kernels/band_mask.h"
-#include "plan/facts.h"
+#include "engines/facts.h"
 
 namespace floe::detail::sm80 {
 
