@@ -18,7 +18,7 @@
 #include <cute/tensor.hpp>
 
 #include "kernels/sm80/fragment.cuh"
-#include "kernels/sm80/math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::kernels {
 

@@ -13,7 +13,7 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
-#include "kernels/sm80/math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm80 {
 

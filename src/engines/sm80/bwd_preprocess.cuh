@@ -11,7 +11,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "kernels/sm80/math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm80 {
 

@@ -9,7 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "engines/sm80/scores.cuh"
+#include "kernels/score_mod.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80/fragment.cuh"
 

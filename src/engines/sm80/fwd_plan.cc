@@ -5,7 +5,7 @@
 #include "engines/sm80/fwd_kernels.h"
 #include "engines/sm80/fwd_params.h"
 #include "engines/sm80/fwd_tiles.h"
-#include "engines/sm80/sm80_rules.h"
+#include "engines/tensor_core_rules.h"
 
 namespace floe::detail::sm80 {
 namespace {

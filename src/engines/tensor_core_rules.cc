@@ -1,4 +1,4 @@
-#include "engines/sm80/sm80_rules.h"
+#include "engines/tensor_core_rules.h"
 
 #include <utility>
 

@@ -11,7 +11,7 @@
 
 #include "kernels/band_tiles.cuh"
 #include "kernels/sm80/fragment.cuh"
-#include "kernels/sm80/math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm80 {
 
