@@ -4,9 +4,9 @@
 
 #include "engines/engine.h"
 #include "engines/facts.h"
+#include "engines/workspace.h"
 #include "plan/select.h"
 #include "plan/validate.h"
-#include "engines/workspace.h"
 
 namespace floe {
 
@@ -24,10 +24,6 @@ struct PlanImpl {
   std::unique_ptr<const LaunchPlan> launch;
   std::array<size_t, kTensorCount> alignment{};
 };
-
-size_t LaunchPlan::pointer_alignment(TensorId id, const Facts& facts) const {
-  return size_of(facts.t(id).dtype);
-}
 
 }  // namespace detail
 

@@ -1,0 +1,52 @@
+// sm80 planning: what is this architecture's own (the target check, the engine's name in
+// messages); the rules every tensor-core engine shares live in engines/tensor_core_rules.h. Host
+// code.
+#pragma once
+
+#include <string>
+
+#include "engines/sm80/head_dim_tile.h"
+#include "engines/tensor_core_rules.h"
+#include "floe/target.h"
+
+namespace floe::detail::sm80 {
+
+inline constexpr const char* kEngine = "sm80";
+
+// Empty when sm80 serves the target; else why not.
+std::string check_target(const Target& target);
+
+using tensor_core::bias_strides_of;
+using tensor_core::check_head_dims;
+using tensor_core::check_kernel;
+using tensor_core::check_operands;
+using tensor_core::fill_shared;
+using tensor_core::kInt32Max;
+using tensor_core::launch_status;
+using tensor_core::needs_score_mod;
+using tensor_core::prepare_on_device;
+using tensor_core::set_shared_pointers;
+using tensor_core::strides_of;
+using tensor_core::TensorCoreLaunchPlan;
+
+// What a direction would run: the tile, whether the scores need the score-mod kernel, and the
+// compiled kernel (FwdKernel or BwdKernel).
+template <class Kernel>
+struct TileChoice {
+  HeadDimTile tile = HeadDimTile::d128;
+  bool score_mod = false;
+  const Kernel* kernel = nullptr;
+};
+
+// Both directions' first rules: the target and the head dims; then the tile and the score-mod
+// flag. Empty, or why not.
+template <class Kernel>
+std::string choose_tile(const Facts& f, const Target& target, TileChoice<Kernel>& c) {
+  if (std::string why = check_target(target); !why.empty()) return why;
+  if (std::string why = check_head_dims(kEngine, f); !why.empty()) return why;
+  c.tile = head_dim_tile_for(f.d_qk, f.d_v);
+  c.score_mod = needs_score_mod(f);
+  return "";
+}
+
+}  // namespace floe::detail::sm80
