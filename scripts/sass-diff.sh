@@ -89,7 +89,7 @@ def functions(path):
             # An anonymous namespace's mangled name carries a per-compile hash: drop it.
             name = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", m.group(1))
             out[name] = []
-        elif name and re.match(r"\s+/\*[0-9a-f]{4}\*/", line):
+        elif name and re.match(r"\s+/\*[0-9a-f]{4,}\*/", line):
             out[name].append(line.split(";")[0].split("*/", 1)[1].strip())
     return out
 def offsets_only(a, b):
