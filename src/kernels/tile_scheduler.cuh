@@ -2,8 +2,9 @@
 // halves: a host side, Params (built once at plan time, copied into the kernel's params) with the
 // grid it needs and the workspace it needs (none for these; a persistent scheduler's tile counter
 // would be a chunk, reset by the execute that uses it), and a device side, tile(params, linear).
-// The forward and every backward kernel decode blockIdx through one of these, with FastDivisor
-// (a multiply-high and a shift) instead of a division by a runtime value.
+// The forward, the backward's preprocess, dQ epilogue and broadcast-dBias kernels decode blockIdx
+// through one of these, with FastDivisor (a multiply-high and a shift) instead of a division by
+// a runtime value.
 //
 // The tile varies fastest, so the CTAs resident at one time share a few heads and re-read the
 // same K and V (or Q and dO) from L2, and GQA heads of one kv head sit side by side. When later
@@ -64,29 +65,6 @@ struct QueryTileScheduler {
     q.h = static_cast<int>(t.h);
     q.b = static_cast<int>(t.b);
     return q;
-  }
-};
-
-struct KeyTile {
-  int n_block;  // key tile index within the sequence
-  int h_kv;     // kv head
-  int b;        // batch
-};
-
-// (key tile, kv head, batch) CTAs: the backward's main kernel.
-struct KeyTileScheduler {
-  struct Params {
-    FastDivisor n_blocks, h_kv;  // by the key tile count ceil(s_kv / block_n), by Hkv
-  };
-  static Params make(int64_t n_blocks, int64_t h_kv) {
-    return Params{divisor_of(n_blocks), divisor_of(h_kv)};
-  }
-  static int64_t grid(const Params& p, int64_t b) { return int64_t{p.n_blocks.d} * p.h_kv.d * b; }
-  static size_t workspace_bytes(const Params&) { return 0; }
-
-  FLOE_HD static KeyTile tile(const Params& p, uint32_t linear) {
-    const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
-    return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
   }
 };
 

@@ -17,7 +17,6 @@ namespace floe {
 namespace {
 
 using kernels::BiasTileScheduler;
-using kernels::KeyTileScheduler;
 using kernels::QueryTileScheduler;
 
 // Every linear index when the grid is small; else the edges and random ones.
@@ -69,21 +68,6 @@ TEST(TileScheduler, QueryTilesMatchTheDivisionTheyReplace) {
         }
       });
     }
-  }
-}
-
-TEST(TileScheduler, KeyTilesMatchTheDivisionTheyReplace) {
-  std::mt19937_64 rng(12);
-  for (const Dims& d : shapes(rng)) {
-    const KeyTileScheduler::Params p = KeyTileScheduler::make(d.tiles, d.heads);
-    const int64_t grid = KeyTileScheduler::grid(p, d.batch);
-    ASSERT_EQ(grid, d.tiles * d.heads * d.batch);
-    for_indices(grid, rng, [&](uint32_t i) {
-      const kernels::KeyTile t = KeyTileScheduler::tile(p, i);
-      ASSERT_EQ(t.n_block, i % d.tiles) << "linear " << i;
-      ASSERT_EQ(t.h_kv, (i / d.tiles) % d.heads) << "linear " << i;
-      ASSERT_EQ(t.b, i / d.tiles / d.heads) << "linear " << i;
-    });
   }
 }
 

@@ -31,8 +31,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  const kernels::KeyTile tile = kernels::KeyTileScheduler::tile(p.key_tiles, blockIdx.x);
-  const int n_block = tile.n_block, h_kv = tile.h_kv, b = tile.b;
+  // Runtime division, not a scheduler's FastDivisor: decoded that way (KeyTileScheduler, now
+  // gone) the d128 plain loop spilled a register and reloaded it every visit (ptxas, sm_90a);
+  // once per CTA, the division costs less than that.
+  const int n_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_n_blocks));
+  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
+  const int h_kv = hb % p.h_kv;
+  const int b = hb / p.h_kv;
   const int sq_b = p.lens.q_len(b, p.s_q);
   const int skv_b = p.lens.kv_len(b, p.s_kv);
   const int n0 = n_block * T::kBlockN;

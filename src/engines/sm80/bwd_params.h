@@ -57,10 +57,10 @@ struct BwdParams {
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
-  // CTA index -> tile, head, batch: the preprocess and the dQ epilogue walk query tiles, the main
-  // kernel key tiles, the broadcast-dBias kernel (query tile, key tile) pairs of each bias head.
+  // CTA index -> tile, head, batch: the preprocess and the dQ epilogue walk query tiles, the
+  // broadcast-dBias kernel (query tile, key tile) pairs of each bias head. (The main kernel
+  // divides by num_n_blocks and h_kv: bwd_kernel.cuh says why.)
   kernels::QueryTileScheduler::Params query_tiles;
-  kernels::KeyTileScheduler::Params key_tiles;
   kernels::BiasTileScheduler::Params bias_tiles;
   int32_t s_q_pad = 0;  // num_m_blocks * block_m
   int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile

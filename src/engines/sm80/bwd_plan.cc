@@ -72,7 +72,6 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, false);
-  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv);
   p.bias_tiles = kernels::BiasTileScheduler::make(p.num_m_blocks, p.num_n_blocks, p.bias_h);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.dq_ld = shape.d_qk;
@@ -148,7 +147,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   grids.query_tiles =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
-      static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
+      static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
   grids.heads = static_cast<unsigned>(facts.h_q);
   grids.bias_tiles =
       static_cast<unsigned>(kernels::BiasTileScheduler::grid(params.bias_tiles, params.bias_b));
