@@ -3,14 +3,24 @@
 # the working tree for one architecture (the project's flags, full kernel set) and compares the
 # SASS of every function. "same" means byte-identical instructions: a refactor that keeps every
 # kernel "same" needs no GPU time to be trusted; one that does not is a kernel change (build and
-# test it on the GPU). No GPU needed; cuobjdump and nvdisasm come from PyPI into .deps.
+# test it on the GPU). "offsets" means identical but for the offsets into the constant banks
+# (c[0x0][...]: kernel parameters moved within the params struct). No GPU needed; cuobjdump and
+# nvdisasm come from PyPI into .deps.
 #
-#   scripts/sass-diff.sh REV FILE.cu [FILE.cu ...] [--arch 90a]
+#   scripts/sass-diff.sh REV FILE.cu [OLD.cu=NEW.cu ...] [--arch 90a]
 #
-# e.g. scripts/sass-diff.sh HEAD src/engines/sm80/bwd_d128.cu src/engines/sm80/fwd_d128.cu
+# OLD.cu=NEW.cu compares a file that moved or is now generated: OLD is a path at REV, NEW a path
+# in the working tree or an absolute one (e.g. build/generated/engines/sm80/fwd_d128.cu, which a
+# configure generates).
+# OLD.cu=- only computes REV's side (to fill the cache ahead of time).
+# SASS_DIFF_CACHE=DIR keeps the SASS of REV's side there and reuses it (REV as a commit hash),
+# and leaves the working tree's side beside it (*.new.sass).
+# e.g. scripts/sass-diff.sh HEAD src/engines/generic/generic_forward.cu \
+#        src/engines/sm80/fwd_d128.cu=build/generated/engines/sm80/fwd_d128.cu
+# (a tree whose per-tile files are generated: configure with FLOE_KERNELS=full first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 2 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 rev=$1
 shift
 arch=90a
@@ -37,19 +47,38 @@ trap 'git -C "$root" worktree remove --force "$work/old" >/dev/null 2>&1 || true
 git -C "$root" worktree add --detach "$work/old" "$rev" >/dev/null 2>&1
 
 compile() {  # TREE FILE OUT
+  local src=$2
+  [ "${src#/}" != "$src" ] || src="$1/$src"
   nvcc -DFLOE_KERNELS_FULL=1 -I"$1/include" -I"$1/src" -isystem "$cutlass" -O3 -DNDEBUG \
     -gencode="arch=compute_$arch,code=sm_$arch" --expt-relaxed-constexpr -std=c++17 \
-    -x cu -c "$1/$2" -o "$3"
+    -x cu -c "$src" -o "$3"
 }
 
 status=0
 for f in "${files[@]}"; do
-  name=$(basename "$f" .cu)
-  compile "$work/old" "$f" "$work/$name.old.o" &
-  compile "$root" "$f" "$work/$name.new.o" &
+  old_f=${f%%=*}
+  new_f=${f#*=}
+  name=$(basename "$old_f" .cu)
+  cached=""
+  if [ -n "${SASS_DIFF_CACHE:-}" ]; then
+    cached="$SASS_DIFF_CACHE/$rev-sm_$arch/$(echo "$old_f" | tr / _).sass"
+    mkdir -p "$(dirname "$cached")"
+  fi
+  if [ -n "$cached" ] && [ -s "$cached" ]; then
+    cp "$cached" "$work/$name.old.sass"
+  else
+    compile "$work/old" "$old_f" "$work/$name.old.o" &
+  fi
+  [ "$new_f" = "-" ] || compile "$root" "$new_f" "$work/$name.new.o" &
   wait
-  cuobjdump -sass "$work/$name.old.o" >"$work/$name.old.sass"
+  if [ ! -s "$work/$name.old.sass" ]; then
+    cuobjdump -sass "$work/$name.old.o" >"$work/$name.old.sass"
+    [ -z "$cached" ] || cp "$work/$name.old.sass" "$cached"
+  fi
+  [ "$new_f" != "-" ] || continue  # OLD=-: only fill the cache
   cuobjdump -sass "$work/$name.new.o" >"$work/$name.new.sass"
+  # Beside the cache, the working tree's side of the last run, to read both at leisure.
+  [ -z "$cached" ] || cp "$work/$name.new.sass" "${cached%.sass}.new.sass"
   python3 - "$work/$name.old.sass" "$work/$name.new.sass" "$f" <<'PY' || status=1
 import re, sys
 def functions(path):
@@ -57,16 +86,25 @@ def functions(path):
     for line in open(path):
         m = re.search(r"Function : (\S+)", line)
         if m:
-            name = m.group(1)
+            # An anonymous namespace's mangled name carries a per-compile hash: drop it.
+            name = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", m.group(1))
             out[name] = []
-        elif name and re.match(r"\s+/\*[0-9a-f]{4}\*/", line):
+        elif name and re.match(r"\s+/\*[0-9a-f]{4,}\*/", line):
             out[name].append(line.split(";")[0].split("*/", 1)[1].strip())
     return out
+def offsets_only(a, b):
+    bank = re.compile(r"c\[0x[0-9a-f]+\]\[0x[0-9a-f]+\]")
+    return [bank.sub("c[.]", x) for x in a] == [bank.sub("c[.]", x) for x in b]
 old, new = functions(sys.argv[1]), functions(sys.argv[2])
 changed = 0
 for k in sorted(set(old) | set(new)):
     a, b = old.get(k), new.get(k)
-    verdict = "same" if a == b else ("added" if a is None else "removed" if b is None else "CHANGED")
+    if a == b:
+        verdict = "same"
+    elif a is None or b is None:
+        verdict = "added" if a is None else "removed"
+    else:
+        verdict = "offsets" if offsets_only(a, b) else "CHANGED"
     changed += verdict != "same"
     print(f"{sys.argv[3]}: {verdict:8} {len(a or [])} -> {len(b or [])} instructions  {k}")
 sys.exit(1 if changed else 0)

@@ -1,13 +1,15 @@
-// What every engine is: a name, a verdict on a problem, and a plan that launches.
-// Engines never call back into the planner; the planner asks each one the same questions.
+// What every engine is: a name, a verdict on a problem, and a plan that launches. The contract
+// engines implement lives here, beside them: Facts (facts.h), what a validated problem needs, and
+// the workspace (workspace.h). The planner (src/plan/) includes the engines, never the reverse;
+// it asks each one the same questions.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "engines/facts.h"
+#include "engines/workspace.h"
 #include "floe/plan.h"
-#include "plan/facts.h"
-#include "plan/workspace.h"
 
 namespace floe::detail {
 
@@ -16,7 +18,8 @@ class LaunchPlan {
  public:
   virtual ~LaunchPlan() = default;
   // Runs the problem. Arguments and workspace were checked by the caller. Must not allocate
-  // or synchronise (P2).
+  // or synchronise (P2). Pure host work per call is allowed: e.g. encoding TMA descriptors,
+  // which hold this call's base pointers, into the kernel's __grid_constant__ params.
   virtual Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
                         Stream stream) const = 0;
   // The alignment, in bytes, the kernels need of a tensor's base pointer.

@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "common/host_device.h"
-#include "plan/facts.h"
+#include "floe/problem.h"
 
-namespace floe::detail {
+namespace floe::kernels {
 
 struct BandMask {
   bool has_left = false, has_right = false, bottom_right = false;
@@ -38,4 +38,4 @@ struct BandMask {
   }
 };
 
-}  // namespace floe::detail
+}  // namespace floe::kernels

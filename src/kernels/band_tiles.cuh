@@ -7,15 +7,11 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "kernels/band_mask.h"
 
-// Device functions in CUDA builds (exactly as the kernels were tuned with); plain inline host
-// functions where a C++ compiler includes this header (tests/cpu/band_tiles_test.cc).
-#if defined(__CUDACC__)
-#define FLOE_TILES_FN __device__ __forceinline__
-#else
-#define FLOE_TILES_FN inline
-#endif
+// FLOE_HD: forced-inline device functions in CUDA builds, plain inline host functions where a
+// C++ compiler includes this header (tests/cpu/band_tiles_test.cc).
 
 namespace floe::kernels {
 
@@ -25,14 +21,14 @@ struct KeyTiles {
   // On the other tiles, key j is visible to query i iff diag_lo <= j - i <= diag_hi and j < skv_b:
   // the band's bounds as distances from the diagonal, clamped to int (j - i always fits).
   int diag_lo = INT32_MIN, diag_hi = INT32_MAX;
-  FLOE_TILES_FN bool empty() const { return end <= begin; }
-  FLOE_TILES_FN bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
+  FLOE_HD bool empty() const { return end <= begin; }
+  FLOE_HD bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
 };
 
 // A band of negative width (left + right < 0) shows no key to any query. Both tile ranges
 // below return nothing for it; without this the two would disagree on some boundary tiles
 // (each side sees a non-empty union of empty per-row intervals).
-FLOE_TILES_FN bool empty_band(const detail::BandMask& band, bool has_mask) {
+FLOE_HD bool empty_band(const BandMask& band, bool has_mask) {
   return has_mask && band.has_left && band.has_right && band.left + band.right < 0;
 }
 
@@ -41,8 +37,7 @@ struct RowKeys {
   int lo, hi;
 };
 
-FLOE_TILES_FN RowKeys row_keys(const detail::BandMask& band, bool has_mask, int64_t i, int64_t off,
-                               int skv_b) {
+FLOE_HD RowKeys row_keys(const BandMask& band, bool has_mask, int64_t i, int64_t off, int skv_b) {
   int64_t lo = 0, hi = skv_b - 1;
   if (has_mask) {
     lo = band.first_key(i, off);
@@ -57,8 +52,8 @@ FLOE_TILES_FN RowKeys row_keys(const detail::BandMask& band, bool has_mask, int6
 
 // Rows [row_first, row_last] (actual rows, row_last < sq_b) of one query tile; key tiles of
 // block_n keys.
-FLOE_TILES_FN KeyTiles key_tiles(const detail::BandMask& band, bool has_mask, int row_first,
-                                 int row_last, int sq_b, int skv_b, int block_n) {
+FLOE_HD KeyTiles key_tiles(const BandMask& band, bool has_mask, int row_first, int row_last,
+                           int sq_b, int skv_b, int block_n) {
   KeyTiles kt;
   if (empty_band(band, has_mask)) return kt;
   const int64_t off = has_mask ? band.offset(sq_b, skv_b) : 0;
@@ -96,17 +91,17 @@ FLOE_TILES_FN KeyTiles key_tiles(const detail::BandMask& band, bool has_mask, in
 struct QueryTiles {
   int begin = 0, end = 0;  // query tiles [begin, end)
   int diag_lo = INT32_MIN, diag_hi = INT32_MAX;
-  FLOE_TILES_FN bool empty() const { return end <= begin; }
+  FLOE_HD bool empty() const { return end <= begin; }
   // Whether query tile m (rows [m0, m0 + block_m)) sees every key of [n0, n0 + block_n) that
   // exists (keys past skv_b always need the mask).
-  FLOE_TILES_FN bool needs_mask(int m0, int block_m, int n0, int block_n, int skv_b) const {
+  FLOE_HD bool needs_mask(int m0, int block_m, int n0, int block_n, int skv_b) const {
     return n0 + block_n > skv_b || n0 - (m0 + block_m - 1) < diag_lo ||
            (n0 + block_n - 1) - m0 > diag_hi;
   }
 };
 
-FLOE_TILES_FN QueryTiles query_tiles(const detail::BandMask& band, bool has_mask, int key_first,
-                                     int key_last, int sq_b, int skv_b, int block_m) {
+FLOE_HD QueryTiles query_tiles(const BandMask& band, bool has_mask, int key_first, int key_last,
+                               int sq_b, int skv_b, int block_m) {
   QueryTiles qt;
   if (empty_band(band, has_mask)) return qt;
   int64_t lo = 0, hi = sq_b - 1;

@@ -9,11 +9,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define FLOE_DIVISOR_FN __host__ __device__ __forceinline__
-#else
-#define FLOE_DIVISOR_FN inline
-#endif
+#include "common/host_device.h"
 
 namespace floe::kernels {
 
@@ -35,7 +31,7 @@ struct FastDivisor {
   }
 
   // n / d for 0 <= n < 2^31.
-  FLOE_DIVISOR_FN uint32_t div(uint32_t n) const {
+  FLOE_HD uint32_t div(uint32_t n) const {
 #if defined(__CUDA_ARCH__)
     const uint32_t hi = __umulhi(n, mul);
 #else

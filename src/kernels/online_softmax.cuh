@@ -1,4 +1,7 @@
-// Online softmax over the rows one thread holds of an sm80 m16n8 accumulator, in fp32, in base 2.
+// Online softmax over the rows one thread holds of a tensor-core accumulator, in fp32, in base 2.
+// The scores and O come as row/col views, which each architecture supplies for its accumulator
+// layout (sm80: kernels::acc_row_col of an m16n8 fragment); the rows of both layouts are shared
+// by the four lanes of a quad (quad_max, quad_sum).
 //
 // The scores handed to update() are in some unit u; score * scale_log2 is in log2 units (the plain
 // kernel passes raw q.k and scale*log2(e), folding the scale into one FFMA per element; the
@@ -17,8 +20,8 @@
 
 #include <cute/tensor.hpp>
 
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/constants.h"
+#include "kernels/math.cuh"
 
 namespace floe::kernels {
 
@@ -35,13 +38,12 @@ struct OnlineSoftmax {
     }
   }
 
-  // scores: (4, MMA_M, MMA_N) fp32, overwritten with P = 2^(s*scale_log2 - max*scale_log2).
-  // acc_o: (4, MMA_M, MMA_N_O) fp32, rescaled to the new max.
-  template <class Scores, class AccO>
-  __device__ __forceinline__ void update(Scores& scores, AccO& acc_o, float scale_log2) {
+  // s: (rows, cols) view of the scores, fp32, overwritten with
+  // P = 2^(s*scale_log2 - max*scale_log2). o: (rows, cols of O) view of the O accumulator, fp32,
+  // rescaled to the new max.
+  template <class S, class O>
+  __device__ __forceinline__ void update(S&& s, O&& o, float scale_log2) {
     using namespace cute;
-    auto s = acc_row_col(scores);
-    auto o = acc_row_col(acc_o);
     static_assert(decltype(size<0>(s))::value == kRows, "row count mismatch");
     float correction[kRows];
     float max_scaled[kRows];

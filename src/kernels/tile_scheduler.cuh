@@ -1,16 +1,41 @@
-// Which query tile, head and batch a CTA of a one-dimensional grid computes.
+// Which tile a CTA of a one-dimensional grid computes. A scheduler is a small object in two
+// halves: a host side, Params (built once at plan time, copied into the kernel's params) with the
+// grid it needs and the workspace it needs (none for these; a persistent scheduler's tile counter
+// would be a chunk, reset by the execute that uses it), and a device side, tile(params, linear).
+// The forward, the backward's preprocess, dQ epilogue and broadcast-dBias kernels decode blockIdx
+// through one of these, with FastDivisor (a multiply-high and a shift) instead of a division by
+// a runtime value.
 //
-// The query tile varies fastest, so the CTAs resident at one time share a few (kv) heads and
-// re-read K and V from L2, and GQA heads of one kv head sit side by side. When later query tiles
-// see more keys (a band bounded on the right only, e.g. causal), the tiles of a head are handed
-// out last-first: the long CTAs start in the first wave and the short ones fill the tail.
+// The tile varies fastest, so the CTAs resident at one time share a few heads and re-read the
+// same K and V (or Q and dO) from L2, and GQA heads of one kv head sit side by side. When later
+// query tiles see more keys (a band bounded on the right only, e.g. causal), the forward hands
+// out the tiles of a head last-first: the long CTAs start in the first wave and the short ones
+// fill the tail.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "kernels/fast_divisor.h"
 
 namespace floe::kernels {
+
+// A plan-time count (below 2^31: the planner bounds every grid) as a divisor.
+inline FastDivisor divisor_of(int64_t n) {
+  return FastDivisor(static_cast<uint32_t>(n));
+}
+
+// linear -> (tile, head, batch), tile fastest.
+struct TileHeadBatch {
+  uint32_t tile, h, b;
+};
+FLOE_HD TileHeadBatch decode_tile_head_batch(uint32_t linear, const FastDivisor& tiles,
+                                             const FastDivisor& heads) {
+  const uint32_t hb = tiles.div(linear);
+  const uint32_t b = heads.div(hb);
+  return TileHeadBatch{linear - hb * tiles.d, hb - b * heads.d, b};
+}
 
 struct QueryTile {
   int m_block;  // query tile index within the sequence
@@ -18,20 +43,56 @@ struct QueryTile {
   int b;        // batch
 };
 
-// linear < 2^31 (the planner bounds the grid); m_blocks and h_q divide by the tile count and the
-// query head count.
-__device__ __forceinline__ QueryTile schedule_query_tile(uint32_t linear,
-                                                         const FastDivisor& m_blocks,
-                                                         const FastDivisor& h_q,
-                                                         bool heavy_last_m) {
-  const uint32_t hb = m_blocks.div(linear);
-  const uint32_t m = linear - hb * m_blocks.d;
-  const uint32_t b = h_q.div(hb);
-  QueryTile t;
-  t.m_block = heavy_last_m ? static_cast<int>(m_blocks.d - 1 - m) : static_cast<int>(m);
-  t.h = static_cast<int>(hb - b * h_q.d);
-  t.b = static_cast<int>(b);
-  return t;
-}
+// (query tile, query head, batch) CTAs: the forward, and the backward's preprocess and dQ
+// epilogue.
+struct QueryTileScheduler {
+  struct Params {
+    bool heavy_last_m = false;  // true: high query tiles see more keys, schedule them first
+    FastDivisor m_blocks, h_q;  // by the query tile count ceil(s_q / block_m), by Hq
+  };
+  static Params make(int64_t m_blocks, int64_t h_q, bool heavy_last_m) {
+    return Params{heavy_last_m, divisor_of(m_blocks), divisor_of(h_q)};
+  }
+  // CTAs of the grid (the planner bounds it below 2^31), and the workspace the scheduler needs.
+  static int64_t grid(const Params& p, int64_t b) { return int64_t{p.m_blocks.d} * p.h_q.d * b; }
+  static size_t workspace_bytes(const Params&) { return 0; }
+
+  FLOE_HD static QueryTile tile(const Params& p, uint32_t linear) {
+    const TileHeadBatch t = decode_tile_head_batch(linear, p.m_blocks, p.h_q);
+    QueryTile q;
+    q.m_block =
+        p.heavy_last_m ? static_cast<int>(p.m_blocks.d - 1 - t.tile) : static_cast<int>(t.tile);
+    q.h = static_cast<int>(t.h);
+    q.b = static_cast<int>(t.b);
+    return q;
+  }
+};
+
+struct BiasTile {
+  int m_block, n_block;  // query tile, key tile
+  int h, b;              // the bias's head and batch (0 where it broadcasts)
+};
+
+// (query tile, key tile, bias head, bias batch) CTAs, query tile fastest: the backward's
+// broadcast-dBias kernel.
+struct BiasTileScheduler {
+  struct Params {
+    FastDivisor m_blocks, n_blocks, bias_h;
+  };
+  static Params make(int64_t m_blocks, int64_t n_blocks, int64_t bias_h) {
+    return Params{divisor_of(m_blocks), divisor_of(n_blocks), divisor_of(bias_h)};
+  }
+  static int64_t grid(const Params& p, int64_t bias_b) {
+    return int64_t{p.m_blocks.d} * p.n_blocks.d * p.bias_h.d * bias_b;
+  }
+  static size_t workspace_bytes(const Params&) { return 0; }
+
+  FLOE_HD static BiasTile tile(const Params& p, uint32_t linear) {
+    const uint32_t rest = p.m_blocks.div(linear);
+    const TileHeadBatch t = decode_tile_head_batch(rest, p.n_blocks, p.bias_h);
+    return BiasTile{static_cast<int>(linear - rest * p.m_blocks.d), static_cast<int>(t.tile),
+                    static_cast<int>(t.h), static_cast<int>(t.b)};
+  }
+};
 
 }  // namespace floe::kernels

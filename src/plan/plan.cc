@@ -3,10 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include "engines/engine.h"
-#include "plan/facts.h"
+#include "engines/facts.h"
+#include "engines/workspace.h"
 #include "plan/select.h"
 #include "plan/validate.h"
-#include "plan/workspace.h"
 
 namespace floe {
 
@@ -57,10 +57,6 @@ Status check_aliasing(const PlanImpl& p, const Arguments& args) {
     }
   }
   return Status();
-}
-
-size_t LaunchPlan::pointer_alignment(TensorId id, const Facts& facts) const {
-  return size_of(facts.t(id).dtype);
 }
 
 }  // namespace detail

@@ -19,7 +19,7 @@
 namespace floe {
 namespace {
 
-using detail::BandMask;
+using kernels::BandMask;
 
 struct Band {
   std::optional<int64_t> left, right;

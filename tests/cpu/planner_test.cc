@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "floe/floe.h"
-#include "plan/workspace.h"
+#include "engines/workspace.h"
 
 namespace floe {
 namespace {

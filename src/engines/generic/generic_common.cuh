@@ -6,7 +6,8 @@
 #include <cstdint>
 
 #include "engines/generic/generic_params.h"
-#include "kernels/strided_view.cuh"
+#include "engines/generic/strided_view.cuh"
+#include "kernels/constants.h"
 
 namespace floe::detail::generic {
 
@@ -15,8 +16,8 @@ using tile::make_view;
 using tile::store_elem;
 using tile::View2D;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
+using kernels::kLn2;
+using kernels::kLog2e;
 
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -34,17 +35,8 @@ struct BatchLens {
 
 __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
   BatchLens L;
-  L.sq = static_cast<int>(p.s_q);
-  L.skv = static_cast<int>(p.s_kv);
-  // Values outside [0, S] are the caller's error; clamp so nothing outside is addressed.
-  if (p.seq_len_q.ptr != nullptr) {
-    const int32_t n = __ldg(static_cast<const int32_t*>(p.seq_len_q.ptr) + b * p.seq_len_q.s[0]);
-    L.sq = n < 0 ? 0 : (n < L.sq ? n : L.sq);
-  }
-  if (p.seq_len_kv.ptr != nullptr) {
-    const int32_t n = __ldg(static_cast<const int32_t*>(p.seq_len_kv.ptr) + b * p.seq_len_kv.s[0]);
-    L.skv = n < 0 ? 0 : (n < L.skv ? n : L.skv);
-  }
+  L.sq = p.lens.q_len(b, static_cast<int>(p.s_q));
+  L.skv = p.lens.kv_len(b, static_cast<int>(p.s_kv));
   L.off = p.band.bottom_right ? L.skv - L.sq : 0;
   return L;
 }

@@ -10,7 +10,7 @@
 
 #include "engines/generic/generic_common.cuh"
 #include "engines/generic/generic_kernels.h"
-#include "kernels/generic_tile_gemm.cuh"
+#include "engines/generic/generic_tile_gemm.cuh"
 
 namespace floe::detail::generic {
 namespace {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engines/generic/generic_kernels.h"
+#include "kernels/constants.h"
 
 namespace floe::detail::generic {
 namespace {
@@ -76,8 +77,8 @@ Params make_params(const Facts& f) {
   p.dbias = arg_of(f, TensorId::dbias);
   p.sink = arg_of(f, TensorId::sink);
   p.dsink = arg_of(f, TensorId::dsink);
-  p.seq_len_q = arg_of(f, TensorId::seq_len_q);
-  p.seq_len_kv = arg_of(f, TensorId::seq_len_kv);
+  p.lens.q_stride = arg_of(f, TensorId::seq_len_q).s[0];
+  p.lens.kv_stride = arg_of(f, TensorId::seq_len_kv).s[0];
 
   p.b = f.b;
   p.h_q = f.h_q;
@@ -97,7 +98,7 @@ Params make_params(const Facts& f) {
     if (p.bias_h == 1) p.bias.s[1] = 0;
   }
   p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * 1.4426950408889634);
+  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
   p.has_softcap = f.has_softcap;
   p.softcap = static_cast<float>(f.softcap);
   p.inv_softcap = f.has_softcap ? static_cast<float>(1.0 / f.softcap) : 0.f;
@@ -105,7 +106,7 @@ Params make_params(const Facts& f) {
   p.has_stats = f.has(TensorId::stats);
   p.has_dbias = f.has(TensorId::dbias);
   p.has_dsink = f.has(TensorId::dsink);
-  p.band = BandMask::from(f.mask);
+  p.band = kernels::BandMask::from(f.mask);
 
   p.n_qt = ceil_div(f.s_q, kTile);
   p.n_kt = ceil_div(f.s_kv, kTile);
@@ -146,8 +147,8 @@ Status GenericLaunchPlan::launch(const Facts& facts, const Arguments& args, cons
   p.stats.ptr = args.get(TensorId::stats);
   p.bias.ptr = args.get(TensorId::bias);
   p.sink.ptr = args.get(TensorId::sink);
-  p.seq_len_q.ptr = args.get(TensorId::seq_len_q);
-  p.seq_len_kv.ptr = args.get(TensorId::seq_len_kv);
+  p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+  p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
   if (!facts.backward()) return launch_forward(p, geometry_, stream);
 
   p.d_o.ptr = args.get(TensorId::d_o);

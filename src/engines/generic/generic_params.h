@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/band_mask.h"
+#include "kernels/seq_lens.cuh"
 
 namespace floe::detail::generic {
 
@@ -30,9 +31,9 @@ struct Params {
   // Operands. Bias strides of a broadcast (size-1) dim are 0, so indexing by (b, h) works.
   TensorArg q, k, v, o, stats, bias;
   TensorArg d_o, dq, dk, dv, dbias;
-  TensorArg sink, dsink;            // f32 [h_q]
-  TensorArg seq_len_q, seq_len_kv;  // i32 [b]; null: every batch has s_q queries / s_kv keys
-  float* delta = nullptr;           // workspace "delta": f32 [b, h_q, s_q], dense
+  TensorArg sink, dsink;   // f32 [h_q]
+  kernels::SeqLens lens;   // seq_len_q / seq_len_kv, i32 [b]
+  float* delta = nullptr;  // workspace "delta": f32 [b, h_q, s_q], dense
 
   int64_t b = 0, h_q = 0, h_kv = 0, s_q = 0, s_kv = 0, d_qk = 0, d_v = 0, group = 1;
   int64_t bias_b = 1, bias_h = 1;  // bias's leading dims
@@ -42,7 +43,7 @@ struct Params {
   float softcap = 0, inv_softcap = 0;
   bool has_softcap = false, has_bias = false, has_sink = false, has_stats = false;
   bool has_dbias = false, has_dsink = false;
-  BandMask band;
+  kernels::BandMask band;
 
   // Tiling.
   int64_t n_qt = 0;      // query tiles: ceil(s_q / 64)

@@ -9,9 +9,9 @@
 #include <limits>
 
 #include "common/dtype_convert.h"
+#include "engines/facts.h"
 #include "floe/arguments.h"
 #include "kernels/band_mask.h"
-#include "plan/facts.h"
 
 namespace floe::detail::reference {
 
@@ -83,7 +83,7 @@ struct Operands {
   View q, k, v, o, stats, bias, sink, d_o, dq, dk, dv, dbias, dsink;
   const int32_t* seq_len_q = nullptr;
   const int32_t* seq_len_kv = nullptr;
-  BandMask band;
+  kernels::BandMask band;
 
   Operands(const Facts& facts, const Arguments& a)
       : f(facts),
@@ -100,7 +100,7 @@ struct Operands {
         dv(facts, a, TensorId::dv),
         dbias(facts, a, TensorId::dbias),
         dsink(facts, a, TensorId::dsink),
-        band(BandMask::from(facts.mask)) {
+        band(kernels::BandMask::from(facts.mask)) {
     if (facts.has(TensorId::seq_len_q))
       seq_len_q = static_cast<const int32_t*>(a.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engines/reference/reference_operands.h"
-#include "plan/workspace.h"
+#include "engines/workspace.h"
 
 namespace floe::detail::reference {
 

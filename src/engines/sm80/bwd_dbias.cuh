@@ -11,9 +11,9 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
+#include "kernels/sm80/copy.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -29,13 +29,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  unsigned rest = blockIdx.x;
-  const int m_block = static_cast<int>(rest % static_cast<unsigned>(p.num_m_blocks));
-  rest /= static_cast<unsigned>(p.num_m_blocks);
-  const int n_block = static_cast<int>(rest % static_cast<unsigned>(p.num_n_blocks));
-  rest /= static_cast<unsigned>(p.num_n_blocks);
-  const int bias_h = static_cast<int>(rest % static_cast<unsigned>(p.bias_h));
-  const int bias_b = static_cast<int>(rest / static_cast<unsigned>(p.bias_h));
+  const kernels::BiasTile tile = kernels::BiasTileScheduler::tile(p.bias_tiles, blockIdx.x);
+  const int m_block = tile.m_block, n_block = tile.n_block;
+  const int bias_h = tile.h, bias_b = tile.b;
   const int m0 = m_block * T::kBlockM;
   const int n0 = n_block * T::kBlockN;
 
@@ -78,32 +74,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int b_end = p.bias_b == 1 ? p.b : bias_b + 1;
   const int h_end = p.bias_h == 1 ? p.h_q : bias_h + 1;
   for (int b = p.bias_b == 1 ? 0 : bias_b; b < b_end; ++b) {
-    int sq_b = p.s_q, skv_b = p.s_kv;
-    if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
-    if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+    const int sq_b = p.lens.q_len(b, p.s_q);
+    const int skv_b = p.lens.kv_len(b, p.s_kv);
     if (n0 >= skv_b) continue;
-    const kernels::QueryTiles qt = kernels::query_tiles(
-        p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b, T::kBlockM);
+    const kernels::QueryTiles qt =
+        kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
+                             sq_b, skv_b, T::kBlockM);
     if (m_block < qt.begin || m_block >= qt.end) continue;  // this tile sees none of its keys
     for (int h = p.bias_h == 1 ? 0 : bias_h; h < h_end; ++h) {
       const int h_kv = h / p.group;
       __syncthreads();  // every warp is done with the previous pair's tiles
       kernels::cp_async_rows(gthr,
-                             static_cast<const Element*>(p.q) + b * p.q_stride_b +
-                                 h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s,
-                             static_cast<int>(p.q_stride_s), sQ(_, _, 0), sq_b - m0, p.d_qk);
+                             static_cast<const Element*>(p.q) + b * p.q_strides.b +
+                                 h * p.q_strides.h + static_cast<int64_t>(m0) * p.q_strides.s,
+                             static_cast<int>(p.q_strides.s), sQ(_, _, 0), sq_b - m0, p.d_qk);
       kernels::cp_async_rows(gthr,
-                             static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
-                                 h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s,
-                             static_cast<int>(p.do_stride_s), sdO(_, _, 0), sq_b - m0, p.d_v);
+                             static_cast<const Element*>(p.d_o) + b * p.do_strides.b +
+                                 h * p.do_strides.h + static_cast<int64_t>(m0) * p.do_strides.s,
+                             static_cast<int>(p.do_strides.s), sdO(_, _, 0), sq_b - m0, p.d_v);
       kernels::cp_async_rows(gthr,
-                             static_cast<const Element*>(p.k) + b * p.k_stride_b +
-                                 h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s,
-                             static_cast<int>(p.k_stride_s), sK, skv_b - n0, p.d_qk);
+                             static_cast<const Element*>(p.k) + b * p.k_strides.b +
+                                 h_kv * p.k_strides.h + static_cast<int64_t>(n0) * p.k_strides.s,
+                             static_cast<int>(p.k_strides.s), sK, skv_b - n0, p.d_qk);
       kernels::cp_async_rows(gthr,
-                             static_cast<const Element*>(p.v) + b * p.v_stride_b +
-                                 h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s,
-                             static_cast<int>(p.v_stride_s), sV, skv_b - n0, p.d_v);
+                             static_cast<const Element*>(p.v) + b * p.v_strides.b +
+                                 h_kv * p.v_strides.h + static_cast<int64_t>(n0) * p.v_strides.s,
+                             static_cast<int>(p.v_strides.s), sV, skv_b - n0, p.d_v);
       cp_async_fence();
 
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
@@ -137,7 +133,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   Element* out =
-      static_cast<Element*>(p.dbias_sum) + bias_b * p.dbias_stride_b + bias_h * p.dbias_stride_h;
+      static_cast<Element*>(p.dbias_sum) + bias_b * p.dbias_strides.b + bias_h * p.dbias_strides.h;
   auto db = kernels::acc_row_col(acc_db);
   auto c = kernels::acc_row_col(tScS);
   CUTE_UNROLL
@@ -147,7 +143,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     CUTE_UNROLL
     for (int j = 0; j < size<1>(db); ++j) {
       const int col = n0 + get<1>(c(r, j));
-      if (col < p.s_kv) out[row * p.dbias_stride_s + col] = static_cast<Element>(db(r, j));
+      if (col < p.s_kv) out[row * p.dbias_strides.s + col] = static_cast<Element>(db(r, j));
     }
   }
 }

@@ -19,15 +19,13 @@ __global__ void __launch_bounds__(T::kThreads)
   using namespace cute;
   using Element = typename T::Element;
   const int tid = static_cast<int>(threadIdx.x);
-  const int m_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_m_blocks));
-  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_m_blocks));
-  const int h = hb % p.h_q;
-  const int b = hb / p.h_q;
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
+  const int m_block = tile.m_block, h = tile.h, b = tile.b;
   const int m0 = m_block * T::kBlockM;
   const float* acc =
       p.dq_accum + ((static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0) * T::kDqk;
-  Element* dq_tile = static_cast<Element*>(p.dq) + b * p.dq_stride_b + h * p.dq_stride_h +
-                     static_cast<int64_t>(m0) * p.dq_stride_s;
+  Element* dq_tile = static_cast<Element*>(p.dq) + b * p.dq_strides.b + h * p.dq_strides.h +
+                     static_cast<int64_t>(m0) * p.dq_strides.s;
   typename T::TiledMmadQ mma;
   auto thr = mma.get_thread_slice(tid);
   Tensor coord =
@@ -38,7 +36,7 @@ __global__ void __launch_bounds__(T::kThreads)
     const int row = get<0>(coord(i));
     const int col = get<1>(coord(i));
     if (row < rows && col < p.d_qk) {
-      dq_tile[row * p.dq_stride_s + col] =
+      dq_tile[row * p.dq_strides.s + col] =
           static_cast<Element>(acc[dq_accum_offset<T::kThreads>(i, tid)] * p.scale);
     }
   }

@@ -8,7 +8,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ 
   __shared__ double partial[kThreads];
   const int tid = static_cast<int>(threadIdx.x);
   const int h = static_cast<int>(blockIdx.x);
-  const float sink_log2 = p.sink[h] * kernels::kLog2e;
+  const float sink_log2 = p.sink[h * p.sink_stride] * kernels::kLog2e;
   double sum = 0.0;
   for (int b = 0; b < p.b; ++b) {
     const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad;
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ 
     if (tid < s) partial[tid] += partial[tid + s];
     __syncthreads();
   }
-  if (tid == 0) p.dsink[h] = static_cast<float>(-partial[0]);
+  if (tid == 0) p.dsink[h * p.dsink_stride] = static_cast<float>(-partial[0]);
 }
 
 }  // namespace floe::detail::sm80

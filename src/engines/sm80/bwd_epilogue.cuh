@@ -8,7 +8,7 @@
 
 #include "engines/sm80/bwd_params.h"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -52,14 +52,14 @@ __device__ __forceinline__ void bwd_epilogue(const BwdParams& p, char* smem, int
   cute::cp_async_wait<0>();
   __syncthreads();  // every warp is done with K and V
   const int rows = p.s_kv - blk.n0;
-  Element* dk = static_cast<Element*>(p.dk) + blk.b * p.dk_stride_b + blk.h_kv * p.dk_stride_h +
-                static_cast<int64_t>(blk.n0) * p.dk_stride_s;
-  Element* dv = static_cast<Element*>(p.dv) + blk.b * p.dv_stride_b + blk.h_kv * p.dv_stride_h +
-                static_cast<int64_t>(blk.n0) * p.dv_stride_s;
+  Element* dk = static_cast<Element*>(p.dk) + blk.b * p.dk_strides.b + blk.h_kv * p.dk_strides.h +
+                static_cast<int64_t>(blk.n0) * p.dk_strides.s;
+  Element* dv = static_cast<Element*>(p.dv) + blk.b * p.dv_strides.b + blk.h_kv * p.dv_strides.h +
+                static_cast<int64_t>(blk.n0) * p.dv_strides.s;
   bwd_store_rows<T, T::kBlockN, T::kDqk, typename T::SmemLayoutK>(
-      acc_dk, p.scale, smem + T::kOffK, tid, dk, p.dk_stride_s, rows, p.d_qk);
+      acc_dk, p.scale, smem + T::kOffK, tid, dk, p.dk_strides.s, rows, p.d_qk);
   bwd_store_rows<T, T::kBlockN, T::kDv, typename T::SmemLayoutV>(acc_dv, 1.f, smem + T::kOffV, tid,
-                                                                 dv, p.dv_stride_s, rows, p.d_v);
+                                                                 dv, p.dv_strides.s, rows, p.d_v);
 }
 
 // dBias = 0 where no visit wrote it: the CTA's keys (up to s_kv) against the rows of the query
@@ -76,12 +76,12 @@ __device__ __forceinline__ void bwd_zero_unvisited_dbias(const BwdParams& p, int
   for (int g = 0; g < p.group; ++g) {
     const int h = blk.h_kv * p.group + g;
     Element* base =
-        static_cast<Element*>(p.dbias) + blk.b * p.dbias_stride_b + h * p.dbias_stride_h + blk.n0;
+        static_cast<Element*>(p.dbias) + blk.b * p.dbias_strides.b + h * p.dbias_strides.h + blk.n0;
     for (int64_t x = tid; x < static_cast<int64_t>(rows) * cols; x += T::kThreads) {
       int row = static_cast<int>(x / cols);
       const int col = static_cast<int>(x % cols);
       if (row >= lo_end) row = hi_begin + (row - lo_end);
-      base[row * p.dbias_stride_s + col] = Element(0.f);
+      base[row * p.dbias_strides.s + col] = Element(0.f);
     }
   }
 }

@@ -20,7 +20,7 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_traits.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80/copy.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -31,18 +31,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
+  // Runtime division, not a scheduler's FastDivisor: decoded that way (KeyTileScheduler, now
+  // gone) the d128 plain loop spilled a register and reloaded it every visit (ptxas, sm_90a);
+  // once per CTA, the division costs less than that.
   const int n_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_n_blocks));
   const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
   const int h_kv = hb % p.h_kv;
   const int b = hb / p.h_kv;
-  int sq_b = p.s_q, skv_b = p.s_kv;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
-  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+  const int sq_b = p.lens.q_len(b, p.s_q);
+  const int skv_b = p.lens.kv_len(b, p.s_kv);
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
-    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b,
-                              T::kBlockM);
+    qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
+                              sq_b, skv_b, T::kBlockM);
   }
 
   typename T::TiledMmadKV mma_dkv;

@@ -11,9 +11,9 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
-#include "kernels/sm80_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
+#include "kernels/sm80/copy.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -65,25 +65,25 @@ struct BwdMainloop {
     typename T::GmemLoad gmem_load;
     {
       auto gthr = gmem_load.get_thread_slice(tid);
-      const Element* k_tile = static_cast<const Element*>(p.k) + b * p.k_stride_b +
-                              blk.h_kv * p.k_stride_h + static_cast<int64_t>(n0) * p.k_stride_s;
-      const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_stride_b +
-                              blk.h_kv * p.v_stride_h + static_cast<int64_t>(n0) * p.v_stride_s;
-      kernels::cp_async_rows(gthr, k_tile, static_cast<int>(p.k_stride_s), sK, blk.skv_b - n0,
+      const Element* k_tile = static_cast<const Element*>(p.k) + b * p.k_strides.b +
+                              blk.h_kv * p.k_strides.h + static_cast<int64_t>(n0) * p.k_strides.s;
+      const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_strides.b +
+                              blk.h_kv * p.v_strides.h + static_cast<int64_t>(n0) * p.v_strides.s;
+      kernels::cp_async_rows(gthr, k_tile, static_cast<int>(p.k_strides.s), sK, blk.skv_b - n0,
                              p.d_qk);
-      kernels::cp_async_rows(gthr, v_tile, static_cast<int>(p.v_stride_s), sV, blk.skv_b - n0,
+      kernels::cp_async_rows(gthr, v_tile, static_cast<int>(p.v_strides.s), sV, blk.skv_b - n0,
                              p.d_v);
     }
     auto load_q_do = [&](int h, int m_idx, int buf) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const int m0 = m_idx * kBlockM;
-      const Element* q_tile = static_cast<const Element*>(p.q) + b * p.q_stride_b +
-                              h * p.q_stride_h + static_cast<int64_t>(m0) * p.q_stride_s;
-      const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_stride_b +
-                               h * p.do_stride_h + static_cast<int64_t>(m0) * p.do_stride_s;
-      kernels::cp_async_rows(gthr, q_tile, static_cast<int>(p.q_stride_s), sQ(_, _, buf),
+      const Element* q_tile = static_cast<const Element*>(p.q) + b * p.q_strides.b +
+                              h * p.q_strides.h + static_cast<int64_t>(m0) * p.q_strides.s;
+      const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_strides.b +
+                               h * p.do_strides.h + static_cast<int64_t>(m0) * p.do_strides.s;
+      kernels::cp_async_rows(gthr, q_tile, static_cast<int>(p.q_strides.s), sQ(_, _, buf),
                              blk.sq_b - m0, p.d_qk);
-      kernels::cp_async_rows(gthr, do_tile, static_cast<int>(p.do_stride_s), sdO(_, _, buf),
+      kernels::cp_async_rows(gthr, do_tile, static_cast<int>(p.do_strides.s), sdO(_, _, buf),
                              blk.sq_b - m0, p.d_v);
     };
     load_q_do(h_first, qt.begin, 0);
@@ -151,7 +151,7 @@ struct BwdMainloop {
     // (row, col) within the tile of each S / dP element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
-    const float scale_log2 = kScoreMod ? 1.f : p.scale_log2;
+    const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
 
     // This visit's (query head, query tile) and the next one's, counted rather than divided out
     // of the visit index.
@@ -216,7 +216,7 @@ struct BwdMainloop {
       }
       if (p.dbias != nullptr) {
         Element* dbias_bh =
-            static_cast<Element*>(p.dbias) + b * p.dbias_stride_b + h * p.dbias_stride_h;
+            static_cast<Element*>(p.dbias) + b * p.dbias_strides.b + h * p.dbias_strides.h;
         auto c = kernels::acc_row_col(tScS);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
@@ -226,12 +226,12 @@ struct BwdMainloop {
           for (int j = 0; j < size<1>(s); ++j) {
             const int col = n0 + get<1>(c(r, j));
             if (col < p.s_kv)
-              dbias_bh[row * p.dbias_stride_s + col] = static_cast<Element>(dp(r, j));
+              dbias_bh[row * p.dbias_strides.s + col] = static_cast<Element>(dp(r, j));
           }
         }
       }
       if constexpr (kScoreMod) {
-        if (p.has_softcap) {
+        if (p.score.has_softcap) {
           CUTE_UNROLL
           for (int i = 0; i < size(acc_dp); ++i) acc_dp(i) *= dtanh(i);
         }
@@ -257,8 +257,8 @@ struct BwdMainloop {
         sem = p.dq_sem + (static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m0 / kBlockM;
         if (tid == 0) {
           const kernels::KeyTiles kt =
-              kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + kBlockM, blk.sq_b) - 1, blk.sq_b,
-                                 blk.skv_b, kBlockN);
+              kernels::key_tiles(p.score.mask, p.score.has_mask, m0,
+                                 min(m0 + kBlockM, blk.sq_b) - 1, blk.sq_b, blk.skv_b, kBlockN);
           const int turn = blk.n_block - kt.begin;
           long long spins = 0;
           while (load_acquire(sem) != turn) {

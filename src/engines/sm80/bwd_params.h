@@ -5,7 +5,10 @@
 
 #include <cstdint>
 
-#include "kernels/band_mask.h"
+#include "kernels/score_params.h"
+#include "kernels/seq_lens.cuh"
+#include "kernels/strides.h"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -17,17 +20,16 @@ struct BwdParams {
   const void* o = nullptr;
   const void* d_o = nullptr;
   const float* stats = nullptr;
-  const void* bias = nullptr;           // null: no bias
-  const float* sink = nullptr;          // null: no sink
-  const int32_t* seq_len_q = nullptr;   // null: every batch has s_q queries
-  const int32_t* seq_len_kv = nullptr;  // null: every batch has s_kv keys
+  const void* bias = nullptr;   // null: no bias
+  const float* sink = nullptr;  // null: no sink; f32 [h_q], sink_stride apart
+  kernels::SeqLens lens;        // seq_len_q / seq_len_kv: pointers filled by launch()
   // Outputs.
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
   void* dbias = nullptr;      // dBias per (batch, head), written by the main kernel; else null
   void* dbias_sum = nullptr;  // dBias of a broadcast bias, summed by bwd_dbias.cuh; else null
-  float* dsink = nullptr;     // null: no sink gradient
+  float* dsink = nullptr;     // null: no sink gradient; f32 [h_q], dsink_stride apart
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
   // "dq_accum": f32, one block_m x dq_ld tile per (b, h_q, query tile), each stored
@@ -38,17 +40,11 @@ struct BwdParams {
   int32_t* dq_sem = nullptr;  // "dq_semaphore" (deterministic): i32 [b, h_q, num_m_blocks]
 
   // Element strides of the logical dims [b, h, s] (innermost stride 1; stats: [b, h, s]).
-  int64_t q_stride_b = 0, q_stride_h = 0, q_stride_s = 0;
-  int64_t k_stride_b = 0, k_stride_h = 0, k_stride_s = 0;
-  int64_t v_stride_b = 0, v_stride_h = 0, v_stride_s = 0;
-  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
-  int64_t do_stride_b = 0, do_stride_h = 0, do_stride_s = 0;
-  int64_t dq_stride_b = 0, dq_stride_h = 0, dq_stride_s = 0;
-  int64_t dk_stride_b = 0, dk_stride_h = 0, dk_stride_s = 0;
-  int64_t dv_stride_b = 0, dv_stride_h = 0, dv_stride_s = 0;
-  int64_t stats_stride_b = 0, stats_stride_h = 0, stats_stride_s = 0;
-  int64_t bias_stride_b = 0, bias_stride_h = 0, bias_stride_s = 0;  // broadcast dims: 0
-  int64_t dbias_stride_b = 0, dbias_stride_h = 0, dbias_stride_s = 0;
+  kernels::Strides3 q_strides, k_strides, v_strides, o_strides, do_strides;
+  kernels::Strides3 dq_strides, dk_strides, dv_strides, stats_strides;
+  kernels::Strides3 bias_strides;  // broadcast dims: 0
+  kernels::Strides3 dbias_strides;
+  int64_t sink_stride = 0, dsink_stride = 0;
 
   int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
   int32_t bias_b = 1, bias_h = 1;               // the bias's leading dims (1: broadcast)
@@ -56,19 +52,18 @@ struct BwdParams {
 
   // Scores in log2 units, as in the forward (fwd_params.h): s2 = q.k * scale_log2, or with a
   // softcap s2 = cap_log2 * tanh(q.k * scale / cap); then + bias * log2(e). P = 2^(s2 - lse2).
-  float scale = 0.f;       // dQ and dK are scaled by it at the end
-  float scale_log2 = 0.f;  // scale * log2(e)
-  bool has_softcap = false;
-  float cap_log2 = 0.f;  // softcap * log2(e)
-  float tanh_k = 0.f;    // 2 * log2(e) * scale / softcap
-
-  BandMask mask;
-  bool has_mask = false;
+  float scale = 0.f;  // dQ and dK are scaled by it at the end
+  kernels::ScoreParams score;
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
-  int32_t s_q_pad = 0;       // num_m_blocks * block_m
-  int32_t dq_ld = 0;         // row length of dq_accum: the compiled d_qk tile
+  // CTA index -> tile, head, batch: the preprocess and the dQ epilogue walk query tiles, the
+  // broadcast-dBias kernel (query tile, key tile) pairs of each bias head. (The main kernel
+  // divides by num_n_blocks and h_kv: bwd_kernel.cuh says why.)
+  kernels::QueryTileScheduler::Params query_tiles;
+  kernels::BiasTileScheduler::Params bias_tiles;
+  int32_t s_q_pad = 0;  // num_m_blocks * block_m
+  int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile
   bool deterministic = false;
 };
 

@@ -10,27 +10,19 @@
 namespace floe::detail::sm80 {
 namespace {
 
-struct BwdChoice {
-  HeadDimTile tile = HeadDimTile::d128;
-  bool score_mod = false;
-  const BwdKernel* kernel = nullptr;
-};
+using BwdChoice = TileChoice<BwdKernel>;
 
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
-  if (std::string why = check_target(target); !why.empty()) return why;
-  if (std::string why = check_head_dims(f); !why.empty()) return why;
   BwdChoice c;
-  c.tile = head_dim_tile_for(f.d_qk, f.d_v);
-  c.score_mod = needs_score_mod(f);
+  if (std::string why = choose_tile(f, target, c); !why.empty()) return why;
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
-  for (TensorId id : {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq}) {
-    if (std::string why = check_operand(f, id, shape.block_m); !why.empty()) return why;
+  if (std::string why =
+          check_operands(kEngine, f, {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq},
+                         shape.block_m, {TensorId::k, TensorId::v, TensorId::dk, TensorId::dv},
+                         shape.block_n, {TensorId::bias, TensorId::dbias});
+      !why.empty()) {
+    return why;
   }
-  for (TensorId id : {TensorId::k, TensorId::v, TensorId::dk, TensorId::dv}) {
-    if (std::string why = check_operand(f, id, shape.block_n); !why.empty()) return why;
-  }
-  if (std::string why = check_bias(f, TensorId::bias); !why.empty()) return why;
-  if (std::string why = check_bias(f, TensorId::dbias); !why.empty()) return why;
   const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
   const int64_t n_blocks = (f.s_kv + shape.block_n - 1) / shape.block_n;
   if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max ||
@@ -55,40 +47,32 @@ constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
 
 BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
-  strides_of(f, TensorId::q, &p.q_stride_b, &p.q_stride_h, &p.q_stride_s);
-  strides_of(f, TensorId::k, &p.k_stride_b, &p.k_stride_h, &p.k_stride_s);
-  strides_of(f, TensorId::v, &p.v_stride_b, &p.v_stride_h, &p.v_stride_s);
-  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
-  strides_of(f, TensorId::d_o, &p.do_stride_b, &p.do_stride_h, &p.do_stride_s);
-  strides_of(f, TensorId::dq, &p.dq_stride_b, &p.dq_stride_h, &p.dq_stride_s);
-  strides_of(f, TensorId::dk, &p.dk_stride_b, &p.dk_stride_h, &p.dk_stride_s);
-  strides_of(f, TensorId::dv, &p.dv_stride_b, &p.dv_stride_h, &p.dv_stride_s);
-  strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
-  if (f.has(TensorId::bias)) {
-    strides_of(f, TensorId::bias, &p.bias_stride_b, &p.bias_stride_h, &p.bias_stride_s);
-    if (f.t(TensorId::bias).dims[0] == 1) p.bias_stride_b = 0;
-    if (f.t(TensorId::bias).dims[1] == 1) p.bias_stride_h = 0;
-  }
-  if (f.has(TensorId::dbias)) {
-    strides_of(f, TensorId::dbias, &p.dbias_stride_b, &p.dbias_stride_h, &p.dbias_stride_s);
-  }
+  p.q_strides = strides_of(f, TensorId::q);
+  p.k_strides = strides_of(f, TensorId::k);
+  p.v_strides = strides_of(f, TensorId::v);
+  p.o_strides = strides_of(f, TensorId::o);
+  p.do_strides = strides_of(f, TensorId::d_o);
+  p.dq_strides = strides_of(f, TensorId::dq);
+  p.dk_strides = strides_of(f, TensorId::dk);
+  p.dv_strides = strides_of(f, TensorId::dv);
+  p.stats_strides = strides_of(f, TensorId::stats);
+  p.bias_strides = bias_strides_of(f, TensorId::bias);
+  p.dbias_strides = strides_of(f, TensorId::dbias);
+  if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
   if (f.has(TensorId::bias)) {
     p.bias_b = static_cast<int32_t>(f.t(TensorId::bias).dims[0]);
     p.bias_h = static_cast<int32_t>(f.t(TensorId::bias).dims[1]);
   }
-  p.b = static_cast<int32_t>(f.b);
   p.h_q = static_cast<int32_t>(f.h_q);
   p.h_kv = static_cast<int32_t>(f.h_kv);
   p.group = static_cast<int32_t>(f.group);
-  p.s_q = static_cast<int32_t>(f.s_q);
-  p.s_kv = static_cast<int32_t>(f.s_kv);
-  p.d_qk = static_cast<int32_t>(f.d_qk);
-  p.d_v = static_cast<int32_t>(f.d_v);
   p.scale = static_cast<float>(f.scale);
-  fill_scores(f, p);
+  fill_shared(f, p);
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
+  p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, false);
+  p.bias_tiles = kernels::BiasTileScheduler::make(p.num_m_blocks, p.num_n_blocks, p.bias_h);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
@@ -110,7 +94,7 @@ void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) 
   }
 }
 
-class Sm80BackwardPlan final : public LaunchPlan {
+class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
  public:
   Sm80BackwardPlan(const BwdParams& params, const BwdKernel* kernel, const BwdGrids& grids)
       : params_(params),
@@ -137,11 +121,7 @@ class Sm80BackwardPlan final : public LaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
-    return launch_status(kernel_->name, kernel_->launch(p, grids_, stream));
-  }
-
-  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
-    return is_row_operand(id) ? 16 : LaunchPlan::pointer_alignment(id, facts);
+    return launch_status(kEngine, kernel_->name, kernel_->launch(p, grids_, stream));
   }
 
  private:
@@ -167,13 +147,13 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   add_bwd_workspace(facts, params, workspace);
   BwdGrids grids;
   grids.query_tiles =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
   grids.heads = static_cast<unsigned>(facts.h_q);
-  grids.bias_tiles = static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) *
-                                           params.num_n_blocks * params.bias_b * params.bias_h);
-  if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+  grids.bias_tiles =
+      static_cast<unsigned>(kernels::BiasTileScheduler::grid(params.bias_tiles, params.bias_b));
+  if (Status st = prepare_on_device(kEngine, *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm80BackwardPlan>(params, c.kernel, grids));
 }

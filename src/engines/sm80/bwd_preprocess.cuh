@@ -11,7 +11,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -21,25 +21,23 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   constexpr int kThreads = 256;
   constexpr int kLanesPerRow = 8;  // 8 lanes x 16 bytes = one 64-element slice of a row
   const int tid = static_cast<int>(threadIdx.x);
-  const int m_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_m_blocks));
-  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_m_blocks));
-  const int h = hb % p.h_q;
-  const int b = hb / p.h_q;
-  int sq_b = p.s_q;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
+  const int m_block = tile.m_block, h = tile.h, b = tile.b;
+  const int sq_b = p.lens.q_len(b, p.s_q);
   const int m0 = m_block * T::kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
-  const Element* o_bh = static_cast<const Element*>(p.o) + b * p.o_stride_b + h * p.o_stride_h;
-  const Element* do_bh = static_cast<const Element*>(p.d_o) + b * p.do_stride_b + h * p.do_stride_h;
+  const Element* o_bh = static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
+  const Element* do_bh =
+      static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h;
   const int lane8 = tid % kLanesPerRow;
   for (int r = tid / kLanesPerRow; r < T::kBlockM; r += kThreads / kLanesPerRow) {
     const int i = m0 + r;
     float sum = 0.f;
     if (i < sq_b) {
       for (int c = lane8 * 8; c < p.d_v; c += kLanesPerRow * 8) {
-        const uint4 ov = *reinterpret_cast<const uint4*>(o_bh + i * p.o_stride_s + c);
-        const uint4 dv = *reinterpret_cast<const uint4*>(do_bh + i * p.do_stride_s + c);
+        const uint4 ov = *reinterpret_cast<const uint4*>(o_bh + i * p.o_strides.s + c);
+        const uint4 dv = *reinterpret_cast<const uint4*>(do_bh + i * p.do_strides.s + c);
         const Element* oe = reinterpret_cast<const Element*>(&ov);
         const Element* de = reinterpret_cast<const Element*>(&dv);
         CUTE_UNROLL
@@ -55,7 +53,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
       float lse2 = INFINITY;
       if (i < sq_b) {
         const float lse =
-            p.stats[b * p.stats_stride_b + h * p.stats_stride_h + i * p.stats_stride_s];
+            p.stats[b * p.stats_strides.b + h * p.stats_strides.h + i * p.stats_strides.s];
         if (lse != -INFINITY) lse2 = lse * kernels::kLog2e;
       }
       p.lse_log2[row0 + r] = lse2;

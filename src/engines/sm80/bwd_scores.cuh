@@ -9,9 +9,10 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "engines/sm80/scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/mask.cuh"
+#include "kernels/score_mod.cuh"
+#include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -38,19 +39,21 @@ __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord
                                                 const kernels::QueryTiles& qt, int skv_b) {
   using Element = typename T::Element;
   if constexpr (kScoreMod) {
-    if (p.has_softcap) {
-      softcap_scores(acc_s, dtanh, p);
+    if (p.score.has_softcap) {
+      kernels::softcap_scores(acc_s, dtanh, p.score);
     } else {
-      scale_scores(acc_s, p);
+      kernels::scale_scores(acc_s, p.score);
     }
     if (p.bias != nullptr) {
       const Element* bias_bh =
-          static_cast<const Element*>(p.bias) + b * p.bias_stride_b + h * p.bias_stride_h;
-      add_bias(acc_s, tScS, p, bias_bh, m0, n0);
+          static_cast<const Element*>(p.bias) + b * p.bias_strides.b + h * p.bias_strides.h;
+      kernels::add_bias(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), bias_bh,
+                        p.bias_strides.s, m0, n0, p.s_q, p.s_kv);
     }
   }
   if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
-    mask_scores_either<T::kBlockM>(acc_s, tScS, m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
+    kernels::mask_scores_either<T::kBlockM>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS),
+                                            m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
   }
 }
 

@@ -10,7 +10,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_tiles.h"
-#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80/copy.cuh"
 
 namespace floe::detail::sm80 {
 

@@ -7,7 +7,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_params.h"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
@@ -23,7 +23,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(acc_o.layout())))::value;
 
   float factor[kRows], lse[kRows];
-  const float sink = p.sink != nullptr ? p.sink[tile.h] : 0.f;
+  const float sink = p.sink != nullptr ? p.sink[tile.h * p.sink_stride] : 0.f;
   softmax.finalize(scale_log2, p.sink != nullptr, sink, factor, lse);
 
   const int m0 = tile.m_block * T::kBlockM;
@@ -48,11 +48,11 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   }
 
   if (p.stats != nullptr && tid % 4 == 0) {  // one lane of the quad that shares a row
-    float* stats_bh = p.stats + tile.b * p.stats_stride_b + tile.h * p.stats_stride_h;
+    float* stats_bh = p.stats + tile.b * p.stats_strides.b + tile.h * p.stats_strides.h;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = m0 + get<0>(oc(r, 0));
-      if (row < p.s_q) stats_bh[row * p.stats_stride_s] = row < sq_b ? lse[r] : -INFINITY;
+      if (row < p.s_q) stats_bh[row * p.stats_strides.s] = row < sq_b ? lse[r] : -INFINITY;
     }
   }
 
@@ -68,11 +68,11 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   copy(o_copy, tRo, tSo);
   __syncthreads();
 
-  Element* o_tile = static_cast<Element*>(p.o) + tile.b * p.o_stride_b + tile.h * p.o_stride_h +
-                    m0 * p.o_stride_s;
+  Element* o_tile = static_cast<Element*>(p.o) + tile.b * p.o_strides.b + tile.h * p.o_strides.h +
+                    m0 * p.o_strides.s;
   Tensor gO = make_tensor(
       make_gmem_ptr(o_tile),
-      make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.o_stride_s), _1{})));
+      make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.o_strides.s), _1{})));
   typename T::GmemStore gmem_store;
   auto gthr = gmem_store.get_thread_slice(tid);
   Tensor tOs = gthr.partition_S(sO);

@@ -24,16 +24,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  const kernels::QueryTile tile =
-      kernels::schedule_query_tile(blockIdx.x, p.m_blocks_div, p.h_q_div, p.heavy_last_m);
-  int sq_b = p.s_q, skv_b = p.s_kv;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[tile.b], 0), p.s_q);
-  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[tile.b], 0), p.s_kv);
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
+  const int sq_b = p.lens.q_len(tile.b, p.s_q);
+  const int skv_b = p.lens.kv_len(tile.b, p.s_kv);
   const int m0 = tile.m_block * T::kBlockM;
   kernels::KeyTiles kt;
   if (m0 < sq_b) {
-    kt = kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1, sq_b, skv_b,
-                            T::kBlockN);
+    kt = kernels::key_tiles(p.score.mask, p.score.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1,
+                            sq_b, skv_b, T::kBlockN);
   }
 
   typename T::TiledMma mma;
@@ -45,7 +43,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   softmax.init();
   // The plain kernel keeps raw q.k and folds scale * log2(e) into the exponent; the score-mod
   // kernel has already turned its scores into log2 units.
-  const float scale_log2 = kScoreMod ? 1.f : p.scale_log2;
+  const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
 
   if (!kt.empty()) {
     FwdMainloop<T, kScoreMod>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax, scale_log2);

@@ -1,8 +1,9 @@
 // sm80 forward: the collective main loop of one CTA. Loads its Q tile once, then streams the
 // key tiles it must visit through `kStages` K and `kStages` V buffers with cp.async, and for
-// each tile computes S = Q K^T, applies the score policy (scores.cuh), the online softmax, and
-// O += P V. Tiles the band or the key length cuts run a masked variant of the step (one-sided
-// where the CTA's tiles allow it); the others run a variant with no mask code at all.
+// each tile computes S = Q K^T, applies the score mods (kernels/score_mod.cuh) and the mask
+// (kernels/mask.cuh), the online softmax, and O += P V. Tiles the band or the key length cuts run a
+// masked variant of the step (one-sided where the CTA's tiles allow it); the others run a variant
+// with no mask code at all.
 //
 // Pipeline: the cp.async groups alternate K_0 (with Q), V_0, K_1, V_1, ...; V_{t+S-1} is issued
 // once every warp has passed the barrier that ends tile t-1 (its V buffer is free), K_{t+S} once
@@ -15,16 +16,14 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_params.h"
-#include "engines/sm80/scores.cuh"
 #include "kernels/band_tiles.cuh"
-#include "kernels/sm80_copy.cuh"
-#include "kernels/sm80_fragment.cuh"
+#include "kernels/mask.cuh"
+#include "kernels/score_mod.cuh"
+#include "kernels/sm80/copy.cuh"
+#include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
-
-// A step of the main loop with no mask (kMaskRight and kMaskBand: scores.cuh).
-inline constexpr int kNoMask = 0;
 
 template <class T, bool kScoreMod>
 struct FwdMainloop {
@@ -57,15 +56,15 @@ struct FwdMainloop {
     const int m0 = tile.m_block * kBlockM;
     const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(tile.h)));
     const Element* q_bh =
-        static_cast<const Element*>(p.q) + tile.b * p.q_stride_b + tile.h * p.q_stride_h;
+        static_cast<const Element*>(p.q) + tile.b * p.q_strides.b + tile.h * p.q_strides.h;
     const Element* k_bh =
-        static_cast<const Element*>(p.k) + tile.b * p.k_stride_b + h_kv * p.k_stride_h;
+        static_cast<const Element*>(p.k) + tile.b * p.k_strides.b + h_kv * p.k_strides.h;
     const Element* v_bh =
-        static_cast<const Element*>(p.v) + tile.b * p.v_stride_b + h_kv * p.v_stride_h;
+        static_cast<const Element*>(p.v) + tile.b * p.v_strides.b + h_kv * p.v_strides.h;
     // Tiles are addressed as a 64-bit tile base plus 32-bit offsets within the tile (the planner
     // checks block rows x row stride < 2^31), which keeps the per-chunk addresses cheap.
-    const int k_row = static_cast<int>(p.k_stride_s);
-    const int v_row = static_cast<int>(p.v_stride_s);
+    const int k_row = static_cast<int>(p.k_strides.s);
+    const int v_row = static_cast<int>(p.v_strides.s);
 
     // Global -> shared: cp.async, 16 bytes a thread, zero-filled past the actual rows and head
     // dims. The per-thread chunk offsets are recomputed for every tile from an opaque copy of the
@@ -74,12 +73,12 @@ struct FwdMainloop {
     typename T::GmemLoad gmem_load;
     auto load_k = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
-      const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_stride_s;
+      const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_strides.s;
       kernels::cp_async_rows(gthr, base, k_row, sK(_, _, stage), skv_b - n * kBlockN, p.d_qk);
     };
     auto load_v = [&](int n, int stage) __attribute__((always_inline)) {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
-      const Element* base = v_bh + static_cast<int64_t>(n) * kBlockN * p.v_stride_s;
+      const Element* base = v_bh + static_cast<int64_t>(n) * kBlockN * p.v_strides.s;
       kernels::cp_async_rows(gthr, base, v_row, sV(_, _, stage), skv_b - n * kBlockN, p.d_v);
     };
 
@@ -112,8 +111,8 @@ struct FwdMainloop {
 
     const Element* bias_bh = p.bias == nullptr
                                  ? nullptr
-                                 : static_cast<const Element*>(p.bias) + tile.b * p.bias_stride_b +
-                                       tile.h * p.bias_stride_h;
+                                 : static_cast<const Element*>(p.bias) + tile.b * p.bias_strides.b +
+                                       tile.h * p.bias_strides.h;
 
     // Visiting order: the masked tiles first (the high end of the band, e.g. the causal diagonal,
     // then its low end), then the fully visible ones, each group last tile first. Two loops, one
@@ -131,8 +130,8 @@ struct FwdMainloop {
     // Prologue: {Q, K_0}, V_0, K_1, ..., V_{S-2}, K_{S-1}.
     {
       auto gthr = gmem_load.get_thread_slice(tid);
-      const Element* base = q_bh + m0 * p.q_stride_s;
-      kernels::cp_async_rows(gthr, base, static_cast<int>(p.q_stride_s), sQ, sq_b - m0, p.d_qk);
+      const Element* base = q_bh + m0 * p.q_strides.s;
+      kernels::cp_async_rows(gthr, base, static_cast<int>(p.q_strides.s), sQ, sq_b - m0, p.d_qk);
     }
     load_k(tile_at(0), 0);
     cp_async_fence();
@@ -146,7 +145,7 @@ struct FwdMainloop {
 
     // Forced inline: the accumulators must stay in registers (a called step would pass them
     // through the stack).
-    // mask: kNoMask, kMaskRight or kMaskBand (scores.cuh), a compile-time constant.
+    // mask: kNoMask, kMaskRight or kMaskBand (kernels/mask.cuh), a compile-time constant.
     auto step = [&](int t, auto mask) __attribute__((always_inline)) {
       constexpr int kMask = decltype(mask)::value;
       const int stage = kStages == 1 ? 0 : t % kStages;
@@ -168,10 +167,18 @@ struct FwdMainloop {
       if (t + kStages < n_tiles) load_k(tile_at(t + kStages), stage);
       cp_async_fence();
 
-      if constexpr (kScoreMod) apply_score_mod(acc_s, tScS, p, bias_bh, m0, n * kBlockN);
-      if constexpr (kMask != kNoMask)
-        mask_scores<kMask>(acc_s, tScS, m0, n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
-      softmax.update(acc_s, acc_o, scale_log2);
+      if constexpr (kScoreMod) {  // log2 units, then the bias
+        kernels::scale_scores(acc_s, p.score);
+        if (bias_bh != nullptr) {
+          kernels::add_bias(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), bias_bh,
+                            p.bias_strides.s, m0, n * kBlockN, p.s_q, p.s_kv);
+        }
+      }
+      if constexpr (kMask != kernels::kNoMask) {
+        kernels::mask_scores<kMask>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), m0,
+                                    n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
+      }
+      softmax.update(kernels::acc_row_col(acc_s), kernels::acc_row_col(acc_o), scale_log2);
 
       Tensor rP = kernels::convert_fragment<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), kernels::acc_as_a_operand_layout(rP.layout()));
@@ -184,13 +191,13 @@ struct FwdMainloop {
     int t = 0;
     if (kt.begin * kBlockN - (m0 + kBlockM - 1) >= kt.diag_lo) {
       CUTE_NO_UNROLL
-      for (; t < n_masked; ++t) step(t, cute::Int<kMaskRight>{});
+      for (; t < n_masked; ++t) step(t, cute::Int<kernels::kMaskRight>{});
     } else {
       CUTE_NO_UNROLL
-      for (; t < n_masked; ++t) step(t, cute::Int<kMaskBand>{});
+      for (; t < n_masked; ++t) step(t, cute::Int<kernels::kMaskBand>{});
     }
     CUTE_NO_UNROLL
-    for (; t < n_tiles; ++t) step(t, cute::Int<kNoMask>{});
+    for (; t < n_tiles; ++t) step(t, cute::Int<kernels::kNoMask>{});
   }
 };
 

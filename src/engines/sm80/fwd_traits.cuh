@@ -6,7 +6,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_tiles.h"
-#include "kernels/sm80_copy.cuh"
+#include "kernels/sm80/copy.cuh"
 
 namespace floe::detail::sm80 {
 

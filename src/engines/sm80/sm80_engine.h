@@ -1,7 +1,9 @@
 // sm80: the fused attention engine on Ampere-class tensor cores (mma.sync m16n8k16, ldmatrix,
-// cp.async), for every GPU from SM80 on. Forward only for now: one fused kernel per problem,
-// every feature served natively (strides, GQA, band masks, padding, bias, sink, softcap, stats,
-// Dqk != Dv), no workspace. Declines, naming the tensor and the rule, what it cannot serve.
+// cp.async), built for sm_80 and sm_90a and run on sm_80 to sm_90. Forward and backward, every
+// feature served natively (strides, GQA, band masks, padding, bias, sink, softcap, stats,
+// Dqk != Dv, deterministic mode). The forward is one fused kernel with no workspace; the
+// backward launches its kernels in stream order over named workspace chunks (README.md). Declines,
+// naming the tensor and the rule, what it cannot serve.
 #pragma once
 
 #include "engines/engine.h"

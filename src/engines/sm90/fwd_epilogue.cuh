@@ -36,7 +36,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   // pieces, so a pair stays contiguous).
   Tensor sO = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
   float* stats_bh =
-      p.stats == nullptr ? nullptr : p.stats + b * p.stats_stride_b + h * p.stats_stride_h;
+      p.stats == nullptr ? nullptr : p.stats + b * p.stats_strides.b + h * p.stats_strides.h;
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = get<0>(oc(r, 0));
@@ -48,7 +48,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
       *reinterpret_cast<uint32_t*>(&sO(row, get<1>(oc(r, c)))) = *reinterpret_cast<uint32_t*>(pair);
     }
     if (stats_bh != nullptr && ctid % 4 == 0 && m0 + row < p.s_q) {
-      stats_bh[(m0 + row) * p.stats_stride_s] = valid ? lse[r] : -INFINITY;
+      stats_bh[(m0 + row) * p.stats_strides.s] = valid ? lse[r] : -INFINITY;
     }
   }
   const int wg = ctid / 128, tid = ctid % 128;
@@ -56,7 +56,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
 
   // Shared -> global: this warpgroup's 64 rows, 16 bytes a thread, rows past s_q skipped.
   constexpr int kPieces = T::kD / 8;  // 16-byte pieces a row
-  Element* o_bh = static_cast<Element*>(p.o) + b * p.o_stride_b + h * p.o_stride_h;
+  Element* o_bh = static_cast<Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
   const int row0 = wg * 64;
   static_assert(64 * kPieces % 128 == 0, "whole passes of the warpgroup");
   CUTE_UNROLL
@@ -64,7 +64,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
     const int i = tid + k * 128;
     const int row = row0 + i / kPieces, col = (i % kPieces) * 8;
     if (m0 + row < p.s_q) {
-      *reinterpret_cast<uint4*>(o_bh + (m0 + row) * p.o_stride_s + col) =
+      *reinterpret_cast<uint4*>(o_bh + (m0 + row) * p.o_strides.s + col) =
           *reinterpret_cast<const uint4*>(&sO(row, col));
     }
   }

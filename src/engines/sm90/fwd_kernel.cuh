@@ -44,11 +44,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     cutlass::arch::fence_barrier_init();
   }
 
-  const kernels::QueryTile tile =
-      kernels::schedule_query_tile(blockIdx.x, p.m_blocks_div, p.h_q_div, p.heavy_last_m);
-  int sq_b = p.s_q, skv_b = p.s_kv;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[tile.b], 0), p.s_q);
-  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[tile.b], 0), p.s_kv);
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
+  const int sq_b = p.lens.q_len(tile.b, p.s_q), skv_b = p.lens.kv_len(tile.b, p.s_kv);
   const int m0 = tile.m_block * T::kBlockM;
   kernels::KeyTiles kt;
   if (m0 < sq_b) {

@@ -22,8 +22,8 @@ struct FwdKernel {
   cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
 };
 
-// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 bf16
-// only).
+// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
+// tile only); generated per tile from tile_kernels.cu.in by floe_add_engine.
 const FwdKernel* fwd_kernel_d64(DType dtype);
 const FwdKernel* fwd_kernel_d128(DType dtype);
 const FwdKernel* fwd_kernel_d256(DType dtype);

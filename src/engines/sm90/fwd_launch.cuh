@@ -28,16 +28,14 @@ constexpr FwdKernel fwd_entry(const char* name) {
                    T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>};
 }
 
-// A tile's instantiations: f16 (kF16) and bf16.
-template <FwdTile kTile, bool kF16 = true>
+// A tile's instantiations: f16 and bf16.
+template <FwdTile kTile>
 struct FwdTileKernels {
   static const FwdKernel* get(DType dtype) {
     static const FwdKernel bf16 = fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(names()[1]);
     if (dtype == DType::bf16) return &bf16;
-    if constexpr (kF16) {
-      static const FwdKernel f16 = fwd_entry<FwdTraits<kTile, cute::half_t>>(names()[0]);
-      if (dtype == DType::f16) return &f16;
-    }
+    static const FwdKernel f16 = fwd_entry<FwdTraits<kTile, cute::half_t>>(names()[0]);
+    if (dtype == DType::f16) return &f16;
     return nullptr;
   }
   static constexpr const char* const* names() {

@@ -11,7 +11,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/gmma_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm90 {
 

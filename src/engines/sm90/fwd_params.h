@@ -8,6 +8,9 @@
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/band_mask.h"
 #include "kernels/fast_divisor.h"
+#include "kernels/seq_lens.cuh"
+#include "kernels/strides.h"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -17,22 +20,21 @@ struct FwdParams {
 
   void* o = nullptr;
   float* stats = nullptr;               // null: no stats
-  const int32_t* seq_len_q = nullptr;   // null: every batch has s_q queries
-  const int32_t* seq_len_kv = nullptr;  // null: every batch has s_kv keys
+  kernels::SeqLens lens;                // the batches' actual lengths, through their strides
 
   // Element strides of the logical dims [b, h, s] (the innermost stride is 1).
-  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
-  int64_t stats_stride_b = 0, stats_stride_h = 0, stats_stride_s = 0;
+  kernels::Strides3 o_strides, stats_strides;
 
   int32_t s_q = 0, s_kv = 0;
   // p = exp2(qk * scale_log2 - max * scale_log2): the scale folds into one FFMA per score.
   float scale_log2 = 0.f;
-  BandMask mask;          // unset bounds: unbounded; the offset uses the batch's actual lengths
+  kernels::BandMask mask;          // unset bounds: unbounded; the offset uses the batch's actual lengths
   bool has_mask = false;  // any bound set
 
-  bool heavy_last_m = false;  // true: high query tiles see more keys, schedule them first
-  // CTA index -> query tile, head, batch; query head -> kv head (h / group).
-  kernels::FastDivisor m_blocks_div, h_q_div, group_div;
+  // CTA index -> query tile, head, batch (heavy tiles first for right-bounded bands); query
+  // head -> kv head (h / group).
+  kernels::QueryTileScheduler::Params tiles;
+  kernels::FastDivisor group_div;
 };
 
 }  // namespace floe::detail::sm90

@@ -9,11 +9,12 @@
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
 #include "engines/sm90/tma_descriptor.h"
+#include "engines/tensor_core_rules.h"
+#include "kernels/constants.h"
 
 namespace floe::detail::sm90 {
 namespace {
 
-constexpr double kLog2e = 1.4426950408889634;
 constexpr int64_t kInt32Max = INT32_MAX;
 
 std::string tensor_name(TensorId id) {
@@ -117,28 +118,21 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   return "";
 }
 
-void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
-  const TensorDesc& d = f.t(id);
-  *sb = d.strides[0];
-  *sh = d.strides[1];
-  *ss = d.strides[2];
-}
-
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
-  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
-  if (f.has(TensorId::stats))
-    strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  p.o_strides = tensor_core::strides_of(f, TensorId::o);
+  p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
+  if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
+  if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.s_q = static_cast<int32_t>(f.s_q);
   p.s_kv = static_cast<int32_t>(f.s_kv);
-  p.scale_log2 = static_cast<float>(f.scale * kLog2e);
-  p.mask = BandMask::from(f.mask);
+  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.mask = kernels::BandMask::from(f.mask);
   p.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  p.heavy_last_m = f.mask.right.has_value() && !f.mask.left.has_value();
-  p.m_blocks_div =
-      kernels::FastDivisor(static_cast<uint32_t>((f.s_q + shape.block_m - 1) / shape.block_m));
-  p.h_q_div = kernels::FastDivisor(static_cast<uint32_t>(f.h_q));
+  // Bounded on the right only (causal and the like): later query tiles see more keys.
+  p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
+                                              f.mask.right.has_value() && !f.mask.left.has_value());
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
@@ -186,9 +180,9 @@ class Sm90ForwardPlan final : public LaunchPlan {
     p.o = args.get(TensorId::o);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
     if (facts.has(TensorId::seq_len_q))
-      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+      p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
-      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+      p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     const cudaError_t err = kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream));
     if (err == cudaSuccess) return Status();
     return Status(Code::device_error, std::string("sm90: launching ") + kernel_->name +
@@ -256,7 +250,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   }
   const FwdParams params = make_params(facts, c);
   const unsigned grid =
-      static_cast<unsigned>(static_cast<int64_t>(params.m_blocks_div.d) * facts.h_q * facts.b);
+      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
   if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, grid));

@@ -12,7 +12,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/gmma_fragment.cuh"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -97,7 +97,9 @@ struct FwdSoftmax {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const float l = kernels::quad_sum(row_sum[r]);
-      const bool empty = row_max[r] == -INFINITY || !(l > 0.f);
+      // l is 0 exactly when no key counted; a NaN (or +inf) score makes l NaN, which must reach
+      // O and the LSE (DESIGN 2), so such a row is not "empty".
+      const bool empty = l == 0.f;
       factor[r] = empty ? 0.f : kernels::fast_rcp(l);
       lse[r] =
           empty ? -INFINITY : (row_max[r] * scale_log2 + kernels::fast_log2(l)) * kernels::kLn2;

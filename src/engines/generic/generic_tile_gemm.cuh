@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernels/strided_view.cuh"
+#include "engines/generic/strided_view.cuh"
 
 namespace floe::detail::tile {
 

@@ -1,4 +1,4 @@
-#include "plan/facts.h"
+#include "engines/facts.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "plan/workspace.h"
+#include "engines/workspace.h"
 
 #include <stdexcept>
 

@@ -1,8 +1,11 @@
-// Small device math for the sm80 attention kernels: the MUFU exp2 / log2 / reciprocal and the
-// reductions over the four lanes (a "quad") that share one row of an m16n8 MMA accumulator.
+// Small device math for the attention kernels of every tensor-core engine: the MUFU exp2 / log2 /
+// reciprocal and the reductions over the four lanes (a "quad") that share one accumulator row (of
+// an m16n8 MMA on sm80; a GMMA accumulator spreads its rows over quads the same way).
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/constants.h"
 
 namespace floe::kernels {
 
@@ -47,9 +50,6 @@ __device__ __forceinline__ int opaque(int x) {
   asm volatile("" : "+r"(x));
   return x;
 }
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // a + b, saturated to the int32 range (the open sides of a band are INT32_MIN / INT32_MAX).
 __device__ __forceinline__ int add_sat(int a, int b) {

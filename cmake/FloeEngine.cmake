@@ -1,0 +1,70 @@
+# floe_add_engine(NAME [ARCHS arch...]
+#                 [DIRECTIONS dir... TILES tile... CI_TILES tile... TILE_TEMPLATE file])
+#
+# Adds the engine in src/engines/NAME (its *.cc and *.cu, globbed) to the floe library, its CUDA
+# code compiled for its own architectures: ARCHS as far as FLOE_CUDA_ARCHS allows (an engine of
+# wgmma kernels builds for 90a only, whatever else the library builds for), or FLOE_CUDA_ARCHS
+# without ARCHS. With TILES, one translation unit per (direction, tile) is generated from
+# TILE_TEMPLATE into the build tree (@DIR@, @TILE@, @KERNEL@ = Fwd/BwdKernel, @BUILT@): the
+# instantiations of a tile compile in parallel with the others. FLOE_KERNELS=ci builds CI_TILES
+# only; the other tiles get a host-only stub that finds no kernel.
+function(floe_add_engine name)
+  cmake_parse_arguments(E "" "TILE_TEMPLATE" "ARCHS;DIRECTIONS;TILES;CI_TILES" ${ARGN})
+  set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
+  file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
+
+  set(archs ${FLOE_CUDA_ARCHS})
+  if(E_ARCHS)
+    set(archs "")
+    foreach(arch IN LISTS E_ARCHS)
+      if(arch IN_LIST FLOE_CUDA_ARCHS)
+        list(APPEND archs ${arch})
+      endif()
+    endforeach()
+    if(NOT archs)
+      message(FATAL_ERROR "engine ${name} builds for ${E_ARCHS}; FLOE_CUDA_ARCHS "
+                          "(${FLOE_CUDA_ARCHS}) holds none of them")
+    endif()
+  endif()
+
+  foreach(direction IN LISTS E_DIRECTIONS)
+    string(SUBSTRING "${direction}" 0 1 first)
+    string(SUBSTRING "${direction}" 1 -1 rest)
+    string(TOUPPER "${first}" first)
+    foreach(tile IN LISTS E_TILES)
+      if(FLOE_KERNELS STREQUAL "ci" AND NOT tile IN_LIST E_CI_TILES)
+        set(BUILT 0)
+        set(ext cc)
+      else()
+        set(BUILT 1)
+        set(ext cu)
+      endif()
+      set(DIR ${direction})
+      set(TILE ${tile})
+      set(KERNEL "${first}${rest}Kernel")
+      set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_${tile}.${ext}")
+      configure_file("${E_TILE_TEMPLATE}" "${out}" @ONLY)
+      list(APPEND sources "${out}")
+    endforeach()
+  endforeach()
+
+  floe_cuda_archs(ARCHS ${archs} SOURCES ${sources})
+  target_sources(floe PRIVATE ${sources})
+  message(STATUS "floe engine ${name}: CUDA archs ${archs}")
+endfunction()
+
+# floe_cuda_archs(ARCHS arch... SOURCES file...): the CUDA files among SOURCES compile for ARCHS.
+# Written as -gencode because the arch-specific 'a' targets (sm_90a: wgmma, setmaxnreg) need it
+# (device/HOPPER.md).
+function(floe_cuda_archs)
+  cmake_parse_arguments(A "" "" "ARCHS;SOURCES" ${ARGN})
+  set(flags "")
+  foreach(arch IN LISTS A_ARCHS)
+    list(APPEND flags "-gencode=arch=compute_${arch},code=sm_${arch}")
+  endforeach()
+  foreach(src IN LISTS A_SOURCES)
+    if(src MATCHES "\\.cu$")
+      set_source_files_properties("${src}" PROPERTIES COMPILE_OPTIONS "${flags}")
+    endif()
+  endforeach()
+endfunction()
