@@ -167,6 +167,9 @@ struct Buf {
 };
 
 using T128 = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2>;
+using T128o = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, true, false>;
+using T128d = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, false, true>;
+using T128od = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, true, true>;
 using T64 = BwdTraitsOf<cute::bfloat16_t, 64, 64, 128, 2>;
 
 template <class T>
@@ -423,6 +426,9 @@ int main(int argc, char** argv) {
       {"pad-nomask", 2, 4, 2, 256, 256, 128, false, {}, {190, 256}, {256, 70}},
   };
   for (auto& c : cases) fails += !run_case<T128>(c, gen, false);
+  for (auto& c : cases) fails += !run_case<T128o>(c, gen, false);
+  for (auto& c : cases) fails += !run_case<T128d>(c, gen, false);
+  for (auto& c : cases) fails += !run_case<T128od>(c, gen, false);
   std::vector<Case> cases64 = {
       {"d64-plain", 2, 4, 2, 512, 512, 64, false, {}, {}, {}},
       {"d64-causal-br-pad", 2, 4, 1, 200, 500, 64, true, causal_br, {200, 150}, {500, 333}},
@@ -433,6 +439,9 @@ int main(int argc, char** argv) {
     for (int s : {4096, 16384}) {
       int b = 16384 / s;
       run_case<T128>({"d128", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
+      run_case<T128o>({"d128-overlapdq", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
+      run_case<T128d>({"d128-dbufds", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
+      run_case<T128od>({"d128-overlap-dbuf", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
       run_case<T128>({"d128", b, 16, 16, s, s, 128, true, causal, {}, {}}, gen, true);
       run_case<T64>({"d64", b, 16, 16, s, s, 64, false, {}, {}, {}}, gen, true);
     }

@@ -262,22 +262,32 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
 
     // dS to shared memory for dQ = dS K (under the dV and dK products), once the previous
-    // visit's dQ product has read it. dQ is issued only once dV and dK are done, so that P and dS
-    // in registers are dead while its accumulator lives (with the three in flight together the
-    // d128 tile spilled 544 bytes).
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    // visit's dQ product has read it (with two dS buffers, the barrier of the visit before
+    // already says so). kOverlapDq: dQ is issued while dV and dK are in flight (more registers
+    // live: d128 spills 248 bytes, and is still 7% faster on the H200); else only once they are
+    // done, so that P and dS in registers are dead while its accumulator lives (200 bytes).
+    if constexpr (!T::kDoubleBufferDs) {
+      cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    }
+    const int ds_buf = T::kDoubleBufferDs ? (v & 1) : 0;
     CUTE_UNROLL
     for (int i = 0; i < size(rdS); ++i) {
-      sdS(get<1>(tdScdS(i)), get<0>(tdScdS(i))) = rdS(i);
+      sdS(get<1>(tdScdS(i)), get<0>(tdScdS(i)), ds_buf) = rdS(i);
     }
     cutlass::arch::fence_view_async_shared();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(rP);
-    warpgroup_fence_operand(rdS);
+    if constexpr (!T::kOverlapDq) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(rP);
+      warpgroup_fence_operand(rdS);
+    }
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     Tensor acc_dq = partition_fragment_C(mma_dq, TiledQ{});
-    gmma<true>(mma_dq, tdQrdS, tdQrKt, acc_dq);
+    gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
     warpgroup_wait<0>();
+    if constexpr (T::kOverlapDq) {
+      warpgroup_fence_operand(rP);
+      warpgroup_fence_operand(rdS);
+    }
     Barrier::arrive(&ss.q_empty[stage]);
     Barrier::arrive(&ss.do_empty[stage]);
 

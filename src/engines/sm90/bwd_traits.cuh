@@ -18,8 +18,14 @@
 
 namespace floe::detail::sm90 {
 
-template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_>
+// kOverlapDq_: dQ = dS K issued while dV and dK are in flight (more registers live);
+// kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
+template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
+          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false>
 struct BwdTraitsOf {
+  static constexpr bool kOverlapDq = kOverlapDq_;
+  static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;
+  static constexpr int kDsBuffers = kDoubleBufferDs_ ? 2 : 1;
   using Element = Element_;
   static constexpr int kD = kD_;
   static constexpr int kBlockM = kBlockM_;  // queries per visited tile
@@ -61,7 +67,8 @@ struct BwdTraitsOf {
   using SmemLayoutKt = decltype(cute::composition(
       SmemLayoutK{},
       cute::make_ordered_layout(cute::Shape<D, BN>{}, cute::Step<cute::_2, cute::_1>{})));
-  using SmemLayoutdS = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN>{}));
+  using SmemLayoutdS =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kDsBuffers>>{}));
 
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
