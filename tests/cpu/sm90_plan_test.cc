@@ -103,8 +103,6 @@ std::vector<Declined> declined_problems() {
                  "its kernels are built for sm_90a only (target is sm_80)"});
   out.push_back(
       {"cpu", Problem::forward(d128, DType::bf16), Target::cpu(1), "runs on CUDA devices only"});
-  out.push_back({"backward", Problem::backward(d128, DType::bf16), h100,
-                 "backward: sm90 serves the forward only"});
   out.push_back({"bias", Problem::forward(d128, DType::bf16).set_bias(1, 2), h100,
                  "tensor 'bias': sm90 has no bias yet"});
   out.push_back({"sink", Problem::forward(d128, DType::bf16).set_sink(), h100,

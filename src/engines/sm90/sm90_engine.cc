@@ -1,6 +1,8 @@
-// The sm90 engine: the forward plans in fwd_plan.cc; this is the dispatch.
+// The sm90 engine: the forward plans in fwd_plan.cc, the backward in bwd_plan.cc; this is the
+// dispatch.
 #include "engines/sm90/sm90_engine.h"
 
+#include "engines/sm90/bwd_plan.h"
 #include "engines/sm90/fwd_plan.h"
 
 namespace floe::detail {
@@ -11,11 +13,13 @@ class Sm90Engine final : public Engine {
   const char* name() const override { return "sm90"; }
 
   std::string decline_reason(const Facts& facts, const Target& target) const override {
+    if (facts.backward()) return sm90::backward_decline_reason(facts, target);
     return sm90::forward_decline_reason(facts, target);
   }
 
   Result<std::unique_ptr<const LaunchPlan>> plan(const Facts& facts, const Target& target,
-                                                 WorkspaceLayout&) const override {
+                                                 WorkspaceLayout& workspace) const override {
+    if (facts.backward()) return sm90::plan_backward(facts, target, workspace);
     return sm90::plan_forward(facts, target);
   }
 };

@@ -1,0 +1,322 @@
+// sm90 backward, main kernel: one CTA per (key tile, kv head, batch), key tile fastest. K and V
+// stay in shared memory, dK and dV in registers; the CTA visits every query tile of every query
+// head of its kv group that sees one of its keys, so GQA accumulates at h_kv.
+//
+// Warpgroup 0 produces: one thread loads K and V once, then for each visit Q with its LSE and dO
+// with its Delta (TMA, plus one bulk copy of the tile's 64 dense floats each) into a kStages ring,
+// each stage with a full barrier (transaction bytes) and an empty barrier (every consumer thread
+// arrives once the stage's products are done). Consumer warpgroups (64 keys each) run the five
+// products of bwd_traits.cuh per visit; dQ's share is added into the fp32 accumulator with
+// vector atomics. dK and dV go out from registers at the end.
+//
+// Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
+// there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
+// once, Q and dO on the one query tile that has them), so every product sees finite values and a
+// P of 0 gives a dS of 0. Built for sm_90a only (empty in other device passes).
+#pragma once
+
+#include <cmath>
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+
+#include "engines/sm90/bwd_params.h"
+#include "engines/sm90/bwd_traits.cuh"
+#include "engines/sm90/gmma_fragment.cuh"
+#include "kernels/band_tiles.cuh"
+
+namespace floe::detail::sm90 {
+
+namespace bwd {
+
+using Barrier = cutlass::arch::ClusterBarrier;
+using TxBarrier = cutlass::arch::ClusterTransactionBarrier;
+inline constexpr int kConsumersBarrier = 0;  // named barrier of all consumer threads
+
+// Zeroes rows [first_row, rows) of a [d / 64][rows][64] SW128 tile: whole 128-byte lines (the
+// swizzle permutes 16-byte pieces within a line). Every consumer thread calls it; the caller
+// fences and syncs.
+template <int kRows, int kD, int kThreads, class Element>
+__device__ __forceinline__ void zero_rows(Element* tile, int first_row, int ctid) {
+  constexpr int kChunks = kD / 64;
+  const int rows = kRows - first_row;
+  uint4* base = reinterpret_cast<uint4*>(tile);
+  for (int i = ctid; i < rows * kChunks * 8; i += kThreads) {
+    const int piece = i % 8, line = i / 8;
+    const int row = first_row + line % rows, chunk = line / rows;
+    base[(chunk * kRows + row) * 8 + piece] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The visits of a CTA in order: query head of the group (outer), query tile (inner).
+// A pointer the compiler must treat as new on every use (see the main loop).
+template <class P>
+__device__ __forceinline__ P* opaque(P* p) {
+  asm volatile("" : "+l"(p));
+  return p;
+}
+
+struct Visits {
+  int h0, m_begin, n_m, count;
+  __device__ __forceinline__ int h(int v) const { return h0 + v / n_m; }
+  __device__ __forceinline__ int m_block(int v) const { return m_begin + v % n_m; }
+};
+
+}  // namespace bwd
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using namespace bwd;
+  using Element = typename T::Element;
+  extern __shared__ __align__(1024) char smem[];
+  auto& ss = *reinterpret_cast<typename T::SharedStorage*>(smem);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / 128;
+  constexpr int kStages = T::kStages;
+  constexpr uint64_t kCacheHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+
+  if (tid == 0) {
+    TxBarrier::init(&ss.kv_full, 1);
+    CUTE_UNROLL
+    for (int s = 0; s < kStages; ++s) {
+      TxBarrier::init(&ss.q_full[s], 1);
+      TxBarrier::init(&ss.do_full[s], 1);
+      Barrier::init(&ss.q_empty[s], T::kConsumerThreads);
+      Barrier::init(&ss.do_empty[s], T::kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+
+  const int n_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_n_blocks));
+  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
+  const int h_kv = hb % p.h_kv;
+  const int b = hb / p.h_kv;
+  int sq_b = p.s_q, skv_b = p.s_kv;
+  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
+  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+  const int n0 = n_block * T::kBlockN;
+  kernels::QueryTiles qt;
+  if (n0 < skv_b) {
+    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b,
+                              T::kBlockM);
+  }
+  const int n_m = qt.empty() ? 0 : qt.end - qt.begin;
+  const Visits visits{h_kv * p.group, qt.begin, n_m, n_m * p.group};
+  __syncthreads();  // the barriers are initialised
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+    if (tid == 0 && visits.count > 0) {
+      TxBarrier::arrive_and_expect_tx(&ss.kv_full, 2 * T::kKBytes);
+      SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.kv_full, kCacheHint, ss.k.data(), 0, n0, 0, h_kv, b);
+      SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.kv_full, kCacheHint, ss.v.data(), 0, n0, 0, h_kv, b);
+      constexpr int kStageElems = T::kBlockM * T::kD;
+      for (int v = 0; v < visits.count; ++v) {
+        const int stage = v % kStages;
+        const uint32_t phase = (v / kStages) & 1;
+        const int h = visits.h(v), m_block = visits.m_block(v);
+        const int m0 = m_block * T::kBlockM;
+        const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
+        Barrier::wait(&ss.q_empty[stage], phase ^ 1);
+        TxBarrier::arrive_and_expect_tx(&ss.q_full[stage], T::kQBytes + T::kRowStatBytes);
+        SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full[stage], kCacheHint,
+                               ss.q.data() + stage * kStageElems, 0, m0, 0, h, b);
+        SM90_BULK_COPY_G2S::copy(p.lse_log2 + row0, &ss.q_full[stage], ss.lse[stage],
+                                 T::kRowStatBytes);
+        Barrier::wait(&ss.do_empty[stage], phase ^ 1);
+        TxBarrier::arrive_and_expect_tx(&ss.do_full[stage], T::kQBytes + T::kRowStatBytes);
+        SM90_TMA_LOAD_5D::copy(&p.tma_do, &ss.do_full[stage], kCacheHint,
+                               ss.d_o.data() + stage * kStageElems, 0, m0, 0, h, b);
+        SM90_BULK_COPY_G2S::copy(p.delta + row0, &ss.do_full[stage], ss.delta[stage],
+                                 T::kRowStatBytes);
+      }
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+  const int ctid = tid - 128;
+  typename T::MmaSdP mma_sdp;
+  typename T::MmadKV mma_dkv;
+  typename T::MmadQ mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+  auto thr_dkv = mma_dkv.get_thread_slice(ctid);
+  auto thr_dq = mma_dq.get_thread_slice(ctid);
+  using TileSdP = cute::Shape<typename T::BN, typename T::BM>;
+  using TileKV = cute::Shape<typename T::BN, typename T::D>;
+  using TiledQ = cute::Shape<typename T::BM, typename T::D>;
+  Tensor acc_dk = partition_fragment_C(mma_dkv, TileKV{});
+  Tensor acc_dv = partition_fragment_C(mma_dkv, TileKV{});
+  clear(acc_dk);
+  clear(acc_dv);
+  // (key, query) of each score within the tile; (query, d) of each dQ element.
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TiledQ{}));
+  Tensor tdScdS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
+  const float scale_log2 = p.scale_log2;
+
+  if (visits.count > 0) {
+    TxBarrier::wait(&ss.kv_full, 0);
+    if (skv_b - n0 < T::kBlockN && skv_b < p.s_kv) {
+      zero_rows<T::kBlockN, T::kD, T::kConsumerThreads>(ss.k.data(), skv_b - n0, ctid);
+      zero_rows<T::kBlockN, T::kD, T::kConsumerThreads>(ss.v.data(), skv_b - n0, ctid);
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    }
+  }
+
+  CUTE_NO_UNROLL
+  for (int v = 0; v < visits.count; ++v) {
+    const int stage = v % kStages;
+    const uint32_t phase = (v / kStages) & 1;
+    const int h = visits.h(v);
+    const int m0 = visits.m_block(v) * T::kBlockM;
+    TxBarrier::wait(&ss.q_full[stage], phase);
+    TxBarrier::wait(&ss.do_full[stage], phase);
+    if (sq_b - m0 < T::kBlockM && sq_b < p.s_q) {
+      constexpr int kStageElems = T::kBlockM * T::kD;
+      zero_rows<T::kBlockM, T::kD, T::kConsumerThreads>(ss.q.data() + stage * kStageElems,
+                                                        sq_b - m0, ctid);
+      zero_rows<T::kBlockM, T::kD, T::kConsumerThreads>(ss.d_o.data() + stage * kStageElems,
+                                                        sq_b - m0, ctid);
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    }
+
+    // The GMMA descriptors of the visit, built from shared-memory addresses the compiler cannot
+    // hoist out of the loop: kept live across it, the ~80 of them spilled (396 bytes at 240
+    // registers).
+    Tensor sQ = make_tensor(make_smem_ptr(opaque(ss.q.data())), typename T::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutQ{});
+    Tensor sQt = make_tensor(make_smem_ptr(opaque(ss.q.data())), typename T::SmemLayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutQt{});
+    Tensor sK = make_tensor(make_smem_ptr(opaque(ss.k.data())), typename T::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(opaque(ss.v.data())), typename T::SmemLayoutK{});
+    Tensor sKt = make_tensor(make_smem_ptr(opaque(ss.k.data())), typename T::SmemLayoutKt{});
+    Tensor sdS = make_tensor(make_smem_ptr(opaque(ss.ds.data())), typename T::SmemLayoutdS{});
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);     // S^T: A = K
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // S^T: B = Q (stage)
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);    // dP^T: A = V
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // dP^T: B = dO (stage)
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
+    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
+
+    Tensor acc_s = partition_fragment_C(mma_sdp, TileSdP{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, TileSdP{});
+    gmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
+    gmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
+
+    // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key.
+    warpgroup_wait<1>();
+    {
+      auto s = gmma_row_col(acc_s);
+      auto c = gmma_row_col(tScS);
+      const bool masked = qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b);
+      CUTE_UNROLL
+      for (int j = 0; j < size<1>(s); ++j) {
+        const int col = get<1>(c(0, j));
+        const float lse2 = ss.lse[stage][col];
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(s); ++r) {
+          float x = exp2f(s(r, j) * scale_log2 - lse2);
+          if (masked) {
+            const int key = n0 + get<0>(c(r, j)), query = m0 + col;
+            const int dist = key - query;
+            if (key >= skv_b || dist < qt.diag_lo || dist > qt.diag_hi) x = 0.f;
+          }
+          s(r, j) = x;
+        }
+      }
+    }
+    warpgroup_wait<0>();
+    // dS^T = P^T (dP^T - Delta[query]).
+    {
+      auto s = gmma_row_col(acc_s);
+      auto dp = gmma_row_col(acc_dp);
+      auto c = gmma_row_col(tScS);
+      CUTE_UNROLL
+      for (int j = 0; j < size<1>(dp); ++j) {
+        const float delta = ss.delta[stage][get<1>(c(0, j))];
+        CUTE_UNROLL
+        for (int r = 0; r < size<0>(dp); ++r) dp(r, j) = s(r, j) * (dp(r, j) - delta);
+      }
+    }
+    Tensor rP = make_tensor<Element>(acc_s.layout());
+    Tensor rdS = make_tensor<Element>(acc_dp.layout());
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      rP(i) = static_cast<Element>(acc_s(i));
+      rdS(i) = static_cast<Element>(acc_dp(i));
+    }
+    Tensor tdVrP = make_tensor(rP.data(), gmma_acc_as_a_layout(rP.layout()));
+    Tensor tdKrdS = make_tensor(rdS.data(), gmma_acc_as_a_layout(rdS.layout()));
+    warpgroup_fence_operand(rP);
+    warpgroup_fence_operand(rdS);
+    gmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+    gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+
+    // dS to shared memory for dQ = dS K (under the dV and dK products), once the previous
+    // visit's dQ product has read it (with two dS buffers, the barrier of the visit before
+    // already says so). kOverlapDq: dQ is issued while dV and dK are in flight (more registers
+    // live: d128 spills 248 bytes, and is still 7% faster on the H200); else only once they are
+    // done, so that P and dS in registers are dead while its accumulator lives (200 bytes).
+    if constexpr (!T::kDoubleBufferDs) {
+      cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    }
+    const int ds_buf = T::kDoubleBufferDs ? (v & 1) : 0;
+    CUTE_UNROLL
+    for (int i = 0; i < size(rdS); ++i) {
+      sdS(get<1>(tdScdS(i)), get<0>(tdScdS(i)), ds_buf) = rdS(i);
+    }
+    cutlass::arch::fence_view_async_shared();
+    if constexpr (!T::kOverlapDq) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(rP);
+      warpgroup_fence_operand(rdS);
+    }
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    Tensor acc_dq = partition_fragment_C(mma_dq, TiledQ{});
+    gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
+    warpgroup_wait<0>();
+    if constexpr (T::kOverlapDq) {
+      warpgroup_fence_operand(rP);
+      warpgroup_fence_operand(rdS);
+    }
+    Barrier::arrive(&ss.q_empty[stage]);
+    Barrier::arrive(&ss.do_empty[stage]);
+
+    float* acc_tile = p.dq_accum + ((static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0) * T::kD;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dq); i += 2) {
+      const int row = get<0>(tdQcdQ(i)), col = get<1>(tdQcdQ(i));
+      atomicAdd(reinterpret_cast<float2*>(acc_tile + row * T::kD + col),
+                make_float2(acc_dq(i), acc_dq(i + 1)));
+    }
+  }
+
+  // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros).
+  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
+  Element* dk = static_cast<Element*>(p.dk) + b * p.dk_stride_b + h_kv * p.dk_stride_h;
+  Element* dv = static_cast<Element*>(p.dv) + b * p.dv_stride_b + h_kv * p.dv_stride_h;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_dk); i += 2) {
+    const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
+    if (row < p.s_kv) {
+      using Pair = cute::array<Element, 2>;
+      Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
+              static_cast<Element>(acc_dk(i + 1) * p.scale)};
+      Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
+      *reinterpret_cast<Pair*>(dk + row * p.dk_stride_s + col) = k2;
+      *reinterpret_cast<Pair*>(dv + row * p.dv_stride_s + col) = v2;
+    }
+  }
+#endif
+}
+
+}  // namespace floe::detail::sm90

@@ -1,0 +1,57 @@
+// sm90 backward: the device Params of its three kernels (preprocess, dK/dV main kernel, dQ
+// convert). Built once at plan time; launch() encodes the TMA descriptors and fills in the
+// pointers and the workspace chunks. Plain data, no CUDA types.
+#pragma once
+
+#include <cstdint>
+
+#include "engines/sm90/tma_descriptor.h"
+#include "kernels/band_mask.h"
+
+namespace floe::detail::sm90 {
+
+struct BwdParams {
+  // Q, dO (query tiles) and K, V (key tiles) as TMA tensor maps; encoded by launch().
+  TmaDescriptor tma_q, tma_k, tma_v, tma_do;
+
+  const void* o = nullptr;
+  const void* d_o = nullptr;
+  const float* stats = nullptr;         // natural-log LSE, [b, h_q, s_q] through its strides
+  const int32_t* seq_len_q = nullptr;   // null: every batch has s_q queries
+  const int32_t* seq_len_kv = nullptr;  // null: every batch has s_kv keys
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+
+  // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m):
+  // "dq_accum" f32 [b, h_q, s_q_pad, d] row-major, zeroed by preprocess, added to with atomics;
+  // "lse_log2" f32 [b, h_q, s_q_pad], LSE * log2(e), +inf where P must be 0 (padding rows,
+  // rows that saw no key); "delta" f32 [b, h_q, s_q_pad], sum_d dO * O. The main kernel reads a
+  // tile's LSE and Delta with one bulk copy each, so their rows are dense and 16-byte aligned.
+  float* dq_accum = nullptr;
+  float* lse_log2 = nullptr;
+  float* delta = nullptr;
+
+  // Element strides of the logical dims [b, h, s] (the innermost stride is 1).
+  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
+  int64_t do_stride_b = 0, do_stride_h = 0, do_stride_s = 0;
+  int64_t dq_stride_b = 0, dq_stride_h = 0, dq_stride_s = 0;
+  int64_t dk_stride_b = 0, dk_stride_h = 0, dk_stride_s = 0;
+  int64_t dv_stride_b = 0, dv_stride_h = 0, dv_stride_s = 0;
+  int64_t stats_stride_b = 0, stats_stride_h = 0, stats_stride_s = 0;
+
+  int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
+  int32_t s_q = 0, s_kv = 0, d = 0;
+
+  float scale = 0.f;       // dQ and dK are scaled by it at the end
+  float scale_log2 = 0.f;  // scale * log2(e): P = 2^(q.k * scale_log2 - lse2)
+
+  BandMask mask;
+  bool has_mask = false;
+
+  int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
+  int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
+  int32_t s_q_pad = 0;       // num_m_blocks * block_m
+};
+
+}  // namespace floe::detail::sm90

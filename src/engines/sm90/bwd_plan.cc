@@ -1,0 +1,312 @@
+#include "engines/sm90/bwd_plan.h"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "engines/sm90/bwd_kernels.h"
+#include "engines/sm90/bwd_params.h"
+#include "engines/sm90/bwd_tiles.h"
+#include "engines/sm90/tma_descriptor.h"
+#include "plan/workspace.h"
+
+namespace floe::detail::sm90 {
+namespace {
+
+// The target, TMA-operand and output rules below are the forward's (fwd_plan.cc), kept here
+// while the forward is in progress on its own branch; they belong in one shared file.
+constexpr double kLog2e = 1.4426950408889634;
+constexpr int64_t kInt32Max = INT32_MAX;
+
+std::string tensor_name(TensorId id) {
+  return std::string("tensor '") + to_string(id) + "'";
+}
+
+std::string check_target(const Target& target) {
+  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
+  if (target.arch != 90) {
+    return "its kernels are built for sm_90a only (target is sm_" + std::to_string(target.arch) +
+           ")";
+  }
+  if (target.executable) {
+    if (std::string why = tma_encoder_status(); !why.empty()) return why;
+  }
+  return "";
+}
+
+// What TMA can address: a unit innermost stride, outer strides 16-byte multiples (the base's
+// 16-byte alignment is pointer_alignment's), below 2^40 bytes.
+std::string check_tma_operand(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90's TMA loads need a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] <= 1) continue;
+    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90's TMA loads need every outer stride a positive multiple of 8 elements "
+             "(16 bytes) below 2^39";
+    }
+  }
+  return "";
+}
+
+// O and dO are read, dQ written, 16 bytes at a time; dK and dV written 4 bytes at a time.
+std::string check_row_tensor(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90 needs a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90 needs every outer stride a multiple of 8 elements (16 bytes)";
+    }
+  }
+  return "";
+}
+
+struct BwdChoice {
+  BwdTile tile = BwdTile::d128;
+  const BwdKernel* kernel = nullptr;
+};
+
+std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
+  if (std::string why = check_target(target); !why.empty()) return why;
+  if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
+    return std::string("dtype ") + to_string(f.dtype) + ": sm90 serves f16 and bf16";
+  }
+  BwdChoice c;
+  if (!bwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
+    return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
+           ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
+  }
+  if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
+  if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
+  if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
+  // dQ is summed over key tiles with float atomics, whose order varies run to run.
+  if (f.deterministic) {
+    return "deterministic: sm90's backward adds dQ with atomics in no fixed order (sm80 serves "
+           "the deterministic mode)";
+  }
+  if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
+  if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
+    return "an empty dimension (b, h, s_q or s_kv = 0): sm90 needs non-empty tensors";
+  }
+  for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
+    if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
+  }
+  for (TensorId id : {TensorId::o, TensorId::d_o, TensorId::dq, TensorId::dk, TensorId::dv}) {
+    if (std::string why = check_row_tensor(f, id); !why.empty()) return why;
+  }
+  const BwdTileShape& shape = bwd_tile_shape(c.tile);
+  const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
+  const int64_t n_blocks = (f.s_kv + shape.block_n - 1) / shape.block_n;
+  if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max) {
+    return "grid: the query or key tiles exceed sm90's 2^31 - 1 CTAs";
+  }
+  c.kernel = find_bwd_kernel(c.tile, f.dtype);
+  if (c.kernel == nullptr) {
+    return std::string("kernel not built in the ci kernel set (backward tile ") + shape.name +
+           ", " + to_string(f.dtype) + ")";
+  }
+  if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
+    return std::string("backward tile ") + shape.name + " needs " +
+           std::to_string(c.kernel->smem_bytes / 1024) +
+           " KB of shared memory per block; the device allows " +
+           std::to_string(target.smem_per_block_optin / 1024) + " KB";
+  }
+  if (out != nullptr) *out = c;
+  return "";
+}
+
+void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
+  const TensorDesc& d = f.t(id);
+  *sb = d.strides[0];
+  *sh = d.strides[1];
+  *ss = d.strides[2];
+}
+
+constexpr const char* kDqAccumChunk = "dq_accum";
+constexpr const char* kLseChunk = "lse_log2";
+constexpr const char* kDeltaChunk = "delta";
+
+BwdParams make_params(const Facts& f, const BwdChoice& c) {
+  BwdParams p;
+  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
+  strides_of(f, TensorId::d_o, &p.do_stride_b, &p.do_stride_h, &p.do_stride_s);
+  strides_of(f, TensorId::dq, &p.dq_stride_b, &p.dq_stride_h, &p.dq_stride_s);
+  strides_of(f, TensorId::dk, &p.dk_stride_b, &p.dk_stride_h, &p.dk_stride_s);
+  strides_of(f, TensorId::dv, &p.dv_stride_b, &p.dv_stride_h, &p.dv_stride_s);
+  strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  p.b = static_cast<int32_t>(f.b);
+  p.h_q = static_cast<int32_t>(f.h_q);
+  p.h_kv = static_cast<int32_t>(f.h_kv);
+  p.group = static_cast<int32_t>(f.group);
+  p.s_q = static_cast<int32_t>(f.s_q);
+  p.s_kv = static_cast<int32_t>(f.s_kv);
+  p.d = static_cast<int32_t>(f.d_qk);
+  p.scale = static_cast<float>(f.scale);
+  p.scale_log2 = static_cast<float>(f.scale * kLog2e);
+  p.mask = BandMask::from(f.mask);
+  p.has_mask = f.mask.is_band();
+  const BwdTileShape& shape = bwd_tile_shape(c.tile);
+  p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
+  p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
+  p.s_q_pad = p.num_m_blocks * shape.block_m;
+  return p;
+}
+
+// Every temporary is a named chunk: the fp32 dQ accumulator, the dense LSE (log2 units) and
+// Delta, rows padded to whole query tiles.
+void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
+  const size_t rows = static_cast<size_t>(f.b * f.h_q) * static_cast<size_t>(p.s_q_pad);
+  ws.add(kDqAccumChunk, rows * static_cast<size_t>(p.d) * sizeof(float));
+  ws.add(kLseChunk, rows * sizeof(float));
+  ws.add(kDeltaChunk, rows * sizeof(float));
+}
+
+// The [b, h, s, d] view TMA loads of a Q-, K-, V- or dO-shaped tensor, without its base.
+TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
+  const TensorDesc& d = f.t(id);
+  TmaTensor t;
+  t.b = d.dims[0];
+  t.h = d.dims[1];
+  t.s = d.dims[2];
+  t.d = d.dims[3];
+  t.stride_b = d.strides[0];
+  t.stride_h = d.strides[1];
+  t.stride_s = d.strides[2];
+  t.box_rows = box_rows;
+  t.bf16 = f.dtype == DType::bf16;
+  return t;
+}
+
+class Sm90BackwardPlan final : public LaunchPlan {
+ public:
+  Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
+                   const BwdGrids& grids)
+      : params_(params),
+        q_(tma_tensor(f, TensorId::q, kernel->block_m)),
+        do_(tma_tensor(f, TensorId::d_o, kernel->block_m)),
+        k_(tma_tensor(f, TensorId::k, kernel->block_n)),
+        v_(tma_tensor(f, TensorId::v, kernel->block_n)),
+        kernel_(kernel),
+        tile_(tile),
+        grids_(grids) {}
+
+  // Encodes the four tensor maps (host only: no allocation, no sync), then launches.
+  Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
+                Stream stream) const override {
+    BwdParams p = params_;
+    TmaTensor q = q_, d_o = do_, k = k_, v = v_;
+    q.base = args.get(TensorId::q);
+    d_o.base = args.get(TensorId::d_o);
+    k.base = args.get(TensorId::k);
+    v.base = args.get(TensorId::v);
+    if (!encode_tma(q, &p.tma_q) || !encode_tma(d_o, &p.tma_do) || !encode_tma(k, &p.tma_k) ||
+        !encode_tma(v, &p.tma_v)) {
+      return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
+                                            kernel_->name + " failed (cuTensorMapEncodeTiled)");
+    }
+    p.o = args.get(TensorId::o);
+    p.d_o = args.get(TensorId::d_o);
+    p.stats = static_cast<const float*>(args.get(TensorId::stats));
+    if (facts.has(TensorId::seq_len_q))
+      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+    if (facts.has(TensorId::seq_len_kv))
+      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    p.dq = args.get(TensorId::dq);
+    p.dk = args.get(TensorId::dk);
+    p.dv = args.get(TensorId::dv);
+    p.dq_accum = ws.carve<float>(kDqAccumChunk);
+    p.lse_log2 = ws.carve<float>(kLseChunk);
+    p.delta = ws.carve<float>(kDeltaChunk);
+    const cudaError_t err = kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream));
+    if (err == cudaSuccess) return Status();
+    return Status(Code::device_error, std::string("sm90: launching ") + kernel_->name +
+                                          " failed: " + cudaGetErrorString(err));
+  }
+
+  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
+    switch (id) {
+      case TensorId::q:
+      case TensorId::k:
+      case TensorId::v:
+      case TensorId::o:
+      case TensorId::d_o:
+      case TensorId::dq:
+      case TensorId::dk:
+      case TensorId::dv:
+        return 16;  // TMA's base alignment; 16-byte loads and stores
+      default:
+        return LaunchPlan::pointer_alignment(id, facts);
+    }
+  }
+
+  std::string describe() const override {
+    const BwdTileShape& s = bwd_tile_shape(tile_);
+    return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_n) +
+           " keys per CTA x " + std::to_string(s.block_m) + "-query visits, " +
+           std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) + " CTAs";
+  }
+
+ private:
+  BwdParams params_;
+  TmaTensor q_, do_, k_, v_;
+  const BwdKernel* kernel_;
+  BwdTile tile_;
+  BwdGrids grids_;
+};
+
+Status prepare_on_device(const BwdKernel& kernel, const Target& target) {
+  if (!target.executable) return Status();
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    current = -1;
+  }
+  if (current != target.device) cudaSetDevice(target.device);
+  const cudaError_t err = kernel.prepare();
+  if (current >= 0 && current != target.device) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status(Code::device_error,
+                  std::string("sm90: preparing ") + kernel.name + " (" +
+                      std::to_string(kernel.smem_bytes) +
+                      " bytes of shared memory) failed: " + cudaGetErrorString(err));
+  }
+  return Status();
+}
+
+}  // namespace
+
+std::string backward_decline_reason(const Facts& facts, const Target& target) {
+  return choose_backward(facts, target, nullptr);
+}
+
+Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, const Target& target,
+                                                        WorkspaceLayout& workspace) {
+  BwdChoice c;
+  if (std::string why = choose_backward(facts, target, &c); !why.empty()) {
+    return Status(Code::internal, "sm90 accepted, then declined: " + why);
+  }
+  const BwdParams params = make_params(facts, c);
+  add_workspace(facts, params, workspace);
+  BwdGrids grids;
+  grids.query_tiles =
+      static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+  grids.key_tiles =
+      static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
+  if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+  return std::unique_ptr<const LaunchPlan>(
+      std::make_unique<Sm90BackwardPlan>(facts, params, c.kernel, c.tile, grids));
+}
+
+}  // namespace floe::detail::sm90

@@ -1,0 +1,94 @@
+// sm90 backward: the CuTe types of one instantiation. A CTA owns kBlockN keys (64 per consumer
+// warpgroup, stacked along the keys) and visits query tiles of kBlockM rows. Everything is
+// computed transposed (keys along the GMMA's M) so that P^T and dS^T land in the accumulator
+// layout that is the register A operand of dV += P^T dO and dK += dS^T Q (FA3's scheme):
+//   S^T  = K Q^T    SS GMMA, M = keys, N = queries, K = d
+//   dP^T = V dO^T   SS GMMA, the same shape
+//   dV  += P^T dO   RS GMMA, M = keys, N = d, K = queries (dO read MN-major)
+//   dK  += dS^T Q   RS GMMA, the same shape (Q read MN-major)
+//   dQ   = dS K     SS GMMA, M = queries, N = d split between the warpgroups, K = keys
+//                   (dS through shared memory, K read MN-major)
+// Q, dO, K, V sit in shared memory in the 128-byte-swizzled K-major layout TMA writes
+// (tma_descriptor.h); dS in the same layout, written by the consumers.
+#pragma once
+
+#include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+
+namespace floe::detail::sm90 {
+
+// kOverlapDq_: dQ = dS K issued while dV and dK are in flight (more registers live);
+// kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
+template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
+          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false>
+struct BwdTraitsOf {
+  static constexpr bool kOverlapDq = kOverlapDq_;
+  static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;
+  static constexpr int kDsBuffers = kDoubleBufferDs_ ? 2 : 1;
+  using Element = Element_;
+  static constexpr int kD = kD_;
+  static constexpr int kBlockM = kBlockM_;  // queries per visited tile
+  static constexpr int kBlockN = kBlockN_;  // keys per CTA, 64 per consumer warpgroup
+  static constexpr int kStages = kStages_;  // Q / dO ring depth
+  static constexpr int kConsumerWarpgroups = kBlockN / 64;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static_assert(kConsumerWarpgroups == 2, "two consumer warpgroups");
+  static_assert(kD % (64 * kConsumerWarpgroups) == 0 || kD == 64, "d splits over the dQ product");
+
+  using BM = cute::Int<kBlockM>;
+  using BN = cute::Int<kBlockN>;
+  using D = cute::Int<kD>;
+  using Stages = cute::Int<kStages>;
+  using WGsM = cute::Layout<cute::Shape<cute::Int<kConsumerWarpgroups>, cute::_1, cute::_1>>;
+  using WGsN = cute::Layout<cute::Shape<cute::_1, cute::Int<kConsumerWarpgroups>, cute::_1>>;
+
+  using MmaSdP = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, BM, D>>(),
+      WGsM{}));
+  using MmadKV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, BM>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      WGsM{}));
+  using MmadQ = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      WGsN{}));
+
+  using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D, Stages>{}));
+  // Q^T(d, m, stage) = Q(m, d, stage); dO the same.
+  using SmemLayoutQt = decltype(cute::composition(
+      SmemLayoutQ{}, cute::make_ordered_layout(cute::Shape<D, BM, Stages>{},
+                                               cute::Step<cute::_2, cute::_1, cute::_3>{})));
+  using SmemLayoutK = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BN, D>{}));
+  using SmemLayoutKt = decltype(cute::composition(
+      SmemLayoutK{},
+      cute::make_ordered_layout(cute::Shape<D, BN>{}, cute::Step<cute::_2, cute::_1>{})));
+  using SmemLayoutdS =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kDsBuffers>>{}));
+
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> d_o;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> v;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>> ds;
+    alignas(16) float lse[kStages][kBlockM];
+    alignas(16) float delta[kStages][kBlockM];
+    alignas(8) uint64_t kv_full;
+    uint64_t q_full[kStages], do_full[kStages], q_empty[kStages], do_empty[kStages];
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+
+  static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
+  static constexpr uint32_t kKBytes = kBlockN * kD * sizeof(Element);
+  static constexpr uint32_t kRowStatBytes = kBlockM * sizeof(float);
+
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+}  // namespace floe::detail::sm90

@@ -1,0 +1,136 @@
+// The sm90 engine's backward planning, without a GPU: what it takes on sm_90 (f16/bf16, d_qk =
+// d_v = 64 or 128, TMA-addressable strides, GQA, masks, padding by device lengths), its three
+// named workspace chunks, that explain() names the tile, and the exact reasons it declines (bias,
+// sink, softcap, deterministic, other head dims, strides), after which sm80 serves. Kernels
+// missing from the ci kernel set decline with their own reason; accepted for both kernel sets.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engines/sm90/bwd_kernels.h"
+#include "engines/sm90/bwd_tiles.h"
+#include "floe/floe.h"
+
+namespace floe {
+namespace {
+
+const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
+  for (const EngineVerdict& v : plan.verdicts()) {
+    if (v.engine == engine) return &v;
+  }
+  return nullptr;
+}
+
+bool built(const Problem& p) {
+  const TensorDesc& q = *p.tensor(TensorId::q);
+  detail::sm90::BwdTile tile;
+  if (!detail::sm90::bwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
+  return detail::sm90::find_bwd_kernel(tile, p.dtype()) != nullptr;
+}
+
+struct Named {
+  std::string name;
+  Problem problem;
+};
+
+std::vector<Named> served_problems() {
+  std::vector<Named> out;
+  out.push_back({"d128 bf16", Problem::backward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16)});
+  out.push_back({"d128 f16 causal", Problem::backward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::f16)
+                                        .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back({"d64 gqa lengths", Problem::backward(Shape{3, 8, 2, 100, 200, 64, 64}, DType::bf16)
+                                        .set_seq_len_q()
+                                        .set_seq_len_kv()});
+  out.push_back({"d128 band", Problem::backward(Shape{1, 2, 1, 128, 128, 128, 128}, DType::bf16)
+                                  .set_mask(Mask{MaskAlign::top_left, 7, 3})});
+  return out;
+}
+
+TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
+  for (const Named& n : served_problems()) {
+    SCOPED_TRACE(n.name);
+    auto plan = Plan::build(n.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    if (!built(n.problem)) {
+      EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
+          << v->reason;
+      continue;
+    }
+    EXPECT_TRUE(v->accepted) << v->reason;
+    EXPECT_EQ(plan->engine(), "sm90");
+    const TensorDesc& q = *n.problem.tensor(TensorId::q);
+    const int64_t rows = q.dims[0] * q.dims[1] * ((q.dims[2] + 63) / 64 * 64);
+    // dq_accum (fp32, d columns), lse_log2 and delta (fp32 each), each at a 256-byte offset.
+    const size_t expected = static_cast<size_t>(rows * (q.dims[3] + 2) * 4);
+    EXPECT_GE(plan->workspace_bytes(), expected);
+    EXPECT_LE(plan->workspace_bytes(), expected + 3 * 256);
+    const std::string text = plan->explain();
+    EXPECT_EQ(text.rfind("engine: sm90\n", 0), 0u) << text;
+    EXPECT_NE(text.find("plan: sm90_bwd_d"), std::string::npos) << text;
+  }
+}
+
+TEST(Sm90BwdPlan, TheCiKernelSetHoldsD128Bf16) {
+  const auto* k = detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::bf16);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->threads, 384);
+  EXPECT_LE(k->smem_bytes, 227 * 1024);
+  EXPECT_EQ(detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::f32), nullptr);
+}
+
+struct Declined {
+  std::string name;
+  Problem problem;
+  std::string reason;
+};
+
+std::vector<Declined> declined_problems() {
+  std::vector<Declined> out;
+  const Shape d128{1, 2, 2, 64, 64, 128, 128};
+  out.push_back({"bias", Problem::backward(d128, DType::bf16).set_bias(1, 2),
+                 "tensor 'bias': sm90's backward has no bias yet"});
+  out.push_back({"sink", Problem::backward(d128, DType::bf16).set_sink(),
+                 "tensor 'sink': sm90's backward has no sink yet"});
+  out.push_back({"softcap", Problem::backward(d128, DType::bf16).set_softcap(30.0),
+                 "softcap: sm90's backward has no softcap yet"});
+  out.push_back({"deterministic", Problem::backward(d128, DType::bf16).set_deterministic(),
+                 "deterministic: sm90's backward adds dQ with atomics in no fixed order (sm80 "
+                 "serves the deterministic mode)"});
+  out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
+                 "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
+                 "or 128 only"});
+  {
+    Problem p = Problem::backward(d128, DType::bf16);
+    p.set_strides(TensorId::d_o, {2 * 64 * 132, 64 * 132, 132, 1});
+    out.push_back({"do rows not 16-byte aligned", p,
+                   "tensor 'do' strides[2] = 132: sm90's TMA loads need every outer stride a "
+                   "positive multiple of 8 elements (16 bytes) below 2^39"});
+  }
+  {
+    Problem p = Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16);
+    p.set_strides(TensorId::dk, {2 * 64 * 128 + 4, 64 * 128, 128, 1});
+    out.push_back({"dk batch stride", p,
+                   "tensor 'dk' strides[0] = 16388: sm90 needs every outer stride a multiple of 8 "
+                   "elements (16 bytes)"});
+  }
+  return out;
+}
+
+TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
+  for (const Declined& d : declined_problems()) {
+    SCOPED_TRACE(d.name);
+    auto plan = Plan::build(d.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_NE(plan->engine(), "sm90") << plan->explain();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_EQ(v->reason, d.reason);
+  }
+}
+
+}  // namespace
+}  // namespace floe
