@@ -1,15 +1,18 @@
 # floe_add_engine(NAME [ARCHS arch...]
-#                 [DIRECTIONS dir... TILES tile... CI_TILES tile... TILE_TEMPLATE file])
+#                 [DIRECTIONS dir... TILES tile... [FWD_TILES tile...] [BWD_TILES tile...]
+#                  CI_TILES tile... TILE_TEMPLATE file])
 #
 # Adds the engine in src/engines/NAME (its *.cc and *.cu, globbed) to the floe library, its CUDA
 # code compiled for its own architectures: ARCHS as far as FLOE_CUDA_ARCHS allows (an engine of
 # wgmma kernels builds for 90a only, whatever else the library builds for), or FLOE_CUDA_ARCHS
 # without ARCHS. With TILES, one translation unit per (direction, tile) is generated from
-# TILE_TEMPLATE into the build tree (@DIR@, @TILE@, @KERNEL@ = Fwd/BwdKernel, @BUILT@): the
-# instantiations of a tile compile in parallel with the others. FLOE_KERNELS=ci builds CI_TILES
+# TILE_TEMPLATE into the build tree (@DIR@, @DIR_NAME@ = Fwd/Bwd, @TILE@, @KERNEL@ = Fwd/BwdKernel,
+# @BUILT@): the instantiations of a tile compile in parallel with the others. FWD_TILES or
+# BWD_TILES replace TILES for a direction whose tiles differ. FLOE_KERNELS=ci builds CI_TILES
 # only; the other tiles get a host-only stub that finds no kernel.
 function(floe_add_engine name)
-  cmake_parse_arguments(E "" "TILE_TEMPLATE" "ARCHS;DIRECTIONS;TILES;CI_TILES" ${ARGN})
+  cmake_parse_arguments(E "" "TILE_TEMPLATE" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES"
+                        ${ARGN})
   set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
   file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
 
@@ -31,7 +34,12 @@ function(floe_add_engine name)
     string(SUBSTRING "${direction}" 0 1 first)
     string(SUBSTRING "${direction}" 1 -1 rest)
     string(TOUPPER "${first}" first)
-    foreach(tile IN LISTS E_TILES)
+    string(TOUPPER "${direction}" dir_upper)
+    set(tiles ${E_TILES})
+    if(E_${dir_upper}_TILES)
+      set(tiles ${E_${dir_upper}_TILES})
+    endif()
+    foreach(tile IN LISTS tiles)
       if(FLOE_KERNELS STREQUAL "ci" AND NOT tile IN_LIST E_CI_TILES)
         set(BUILT 0)
         set(ext cc)
@@ -41,7 +49,8 @@ function(floe_add_engine name)
       endif()
       set(DIR ${direction})
       set(TILE ${tile})
-      set(KERNEL "${first}${rest}Kernel")
+      set(DIR_NAME "${first}${rest}")
+      set(KERNEL "${DIR_NAME}Kernel")
       set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_${tile}.${ext}")
       configure_file("${E_TILE_TEMPLATE}" "${out}" @ONLY)
       list(APPEND sources "${out}")

@@ -95,9 +95,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
   const int h_kv = hb % p.h_kv;
   const int b = hb / p.h_kv;
-  int sq_b = p.s_q, skv_b = p.s_kv;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
-  if (p.seq_len_kv != nullptr) skv_b = min(max(p.seq_len_kv[b], 0), p.s_kv);
+  const int sq_b = p.lens.q_len(b, p.s_q), skv_b = p.lens.kv_len(b, p.s_kv);
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {

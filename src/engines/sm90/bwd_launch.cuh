@@ -40,18 +40,16 @@ constexpr BwdKernel bwd_entry(const char* name) {
                    T::kBlockN, &bwd_prepare<T>, &bwd_launch<T>};
 }
 
-// A tile's instantiations: f16 (kF16) and bf16.
-template <BwdTile kTile, bool kF16 = true>
+// A tile's instantiations: f16 and bf16.
+template <BwdTile kTile>
 struct BwdTileKernels {
   static const BwdKernel* get(DType dtype) {
     constexpr int i = static_cast<int>(kTile);
     static const BwdKernel bf16 =
         bwd_entry<BwdTraits<kTile, cute::bfloat16_t>>(kBwdKernelNames[i][1]);
     if (dtype == DType::bf16) return &bf16;
-    if constexpr (kF16) {
-      static const BwdKernel f16 = bwd_entry<BwdTraits<kTile, cute::half_t>>(kBwdKernelNames[i][0]);
-      if (dtype == DType::f16) return &f16;
-    }
+    static const BwdKernel f16 = bwd_entry<BwdTraits<kTile, cute::half_t>>(kBwdKernelNames[i][0]);
+    if (dtype == DType::f16) return &f16;
     return nullptr;
   }
 };

@@ -7,6 +7,7 @@
 
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/band_mask.h"
+#include "kernels/seq_lens.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -16,9 +17,8 @@ struct BwdParams {
 
   const void* o = nullptr;
   const void* d_o = nullptr;
-  const float* stats = nullptr;         // natural-log LSE, [b, h_q, s_q] through its strides
-  const int32_t* seq_len_q = nullptr;   // null: every batch has s_q queries
-  const int32_t* seq_len_kv = nullptr;  // null: every batch has s_kv keys
+  const float* stats = nullptr;  // natural-log LSE, [b, h_q, s_q] through its strides
+  kernels::SeqLens lens;         // the batches' actual lengths, through their strides
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
@@ -46,7 +46,7 @@ struct BwdParams {
   float scale = 0.f;       // dQ and dK are scaled by it at the end
   float scale_log2 = 0.f;  // scale * log2(e): P = 2^(q.k * scale_log2 - lse2)
 
-  BandMask mask;
+  kernels::BandMask mask;
   bool has_mask = false;
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)

@@ -9,14 +9,14 @@
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_tiles.h"
 #include "engines/sm90/tma_descriptor.h"
-#include "plan/workspace.h"
+#include "engines/workspace.h"
+#include "kernels/constants.h"
 
 namespace floe::detail::sm90 {
 namespace {
 
 // The target, TMA-operand and output rules below are the forward's (fwd_plan.cc), kept here
 // while the forward is in progress on its own branch; they belong in one shared file.
-constexpr double kLog2e = 1.4426950408889634;
 constexpr int64_t kInt32Max = INT32_MAX;
 
 std::string tensor_name(TensorId id) {
@@ -87,6 +87,12 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
+  // The d64 tile is correct but slower than sm80's (H200, bf16, S 16k: 270 against 291 TFLOP/s),
+  // so sm80 serves d64 until this tile is faster; the kernel stays built for that work.
+  if (c.tile == BwdTile::d64) {
+    return "head dim 64: sm90's d64 backward tile is slower than sm80's (270 against 291 "
+           "TFLOP/s at S 16k on the H200), so it is not offered";
+  }
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
   if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
@@ -153,8 +159,10 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.s_kv = static_cast<int32_t>(f.s_kv);
   p.d = static_cast<int32_t>(f.d_qk);
   p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * kLog2e);
-  p.mask = BandMask::from(f.mask);
+  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.mask = kernels::BandMask::from(f.mask);
+  if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
+  if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.has_mask = f.mask.is_band();
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
@@ -219,9 +227,9 @@ class Sm90BackwardPlan final : public LaunchPlan {
     p.d_o = args.get(TensorId::d_o);
     p.stats = static_cast<const float*>(args.get(TensorId::stats));
     if (facts.has(TensorId::seq_len_q))
-      p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+      p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
-      p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+      p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     p.dq = args.get(TensorId::dq);
     p.dk = args.get(TensorId::dk);
     p.dv = args.get(TensorId::dv);

@@ -12,7 +12,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bwd_params.h"
-#include "kernels/sm80_math.cuh"
+#include "kernels/math.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -25,8 +25,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_m_blocks));
   const int h = hb % p.h_q;
   const int b = hb / p.h_q;
-  int sq_b = p.s_q;
-  if (p.seq_len_q != nullptr) sq_b = min(max(p.seq_len_q[b], 0), p.s_q);
+  const int sq_b = p.lens.q_len(b, p.s_q);
   const int m0 = m_block * kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 

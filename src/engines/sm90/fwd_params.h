@@ -19,8 +19,8 @@ struct FwdParams {
   TmaDescriptor tma_q, tma_k, tma_v;
 
   void* o = nullptr;
-  float* stats = nullptr;               // null: no stats
-  kernels::SeqLens lens;                // the batches' actual lengths, through their strides
+  float* stats = nullptr;  // null: no stats
+  kernels::SeqLens lens;   // the batches' actual lengths, through their strides
 
   // Element strides of the logical dims [b, h, s] (the innermost stride is 1).
   kernels::Strides3 o_strides, stats_strides;
@@ -28,8 +28,8 @@ struct FwdParams {
   int32_t s_q = 0, s_kv = 0;
   // p = exp2(qk * scale_log2 - max * scale_log2): the scale folds into one FFMA per score.
   float scale_log2 = 0.f;
-  kernels::BandMask mask;          // unset bounds: unbounded; the offset uses the batch's actual lengths
-  bool has_mask = false;  // any bound set
+  kernels::BandMask mask;  // unset bounds: unbounded; the offset uses the batch's actual lengths
+  bool has_mask = false;   // any bound set
 
   // CTA index -> query tile, head, batch (heavy tiles first for right-bounded bands); query
   // head -> kv head (h / group).
