@@ -97,6 +97,22 @@ std::vector<NamedJson> problems(Direction dir) {
                       {"bias", {2, 2}},
                       {"sink", true}},
                  true});
+  // What the Hopper engine serves (no bias, sink or softcap): causal from the bottom right with
+  // padding on both sides, GQA, head dim 128.
+  out.push_back({"plain_causal_padded",
+                 json{{"op", op},
+                      {"dtype", "bf16"},
+                      {"b", 2},
+                      {"h_q", 4},
+                      {"h_kv", 2},
+                      {"s_q", 150},
+                      {"s_kv", 200},
+                      {"d_qk", 128},
+                      {"d_v", 128},
+                      {"mask", {{"align", "bottom_right"}, {"right", 0}}},
+                      {"seq_len_q", {150, 61}},
+                      {"seq_len_kv", {200, 90}}},
+                 true});
   for (NamedJson& p : out) {
     if (dir == Direction::forward) p.j["stats"] = true;
   }

@@ -54,6 +54,16 @@ __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord
   if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
     kernels::mask_scores_either<T::kBlockM>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS),
                                             m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
+    if constexpr (kScoreMod) {
+      // A masked key's q.k can be NaN (an infinite q against a zero-filled key row past the
+      // length): its d tanh must not reach dS, where it would meet P = 0 as 0 * NaN.
+      if (p.score.has_softcap) {
+        CUTE_UNROLL
+        for (int i = 0; i < cute::size(acc_s); ++i) {
+          if (acc_s(i) == -INFINITY) dtanh(i) = 0.f;
+        }
+      }
+    }
   }
 }
 
