@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                               tdPrV_v, copy_a, copy_b);
 
       Tensor dtanh = make_tensor<float>(acc_s.layout());  // unused: dBias is taken before it
-      backward_scores<T, true>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, skv_b);
+      backward_scores<T, true>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, sq_b, skv_b);
       auto s = kernels::acc_row_col(acc_s);
       auto dp = kernels::acc_row_col(acc_dp);
       auto db = kernels::acc_row_col(acc_db);

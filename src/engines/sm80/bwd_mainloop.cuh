@@ -189,7 +189,7 @@ struct BwdMainloop {
       Tensor dtanh = make_tensor<float>(acc_s.layout());
       auto s = kernels::acc_row_col(acc_s);
       auto store_p = [&]() __attribute__((always_inline)) {
-        backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.skv_b);
+        backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.sq_b, blk.skv_b);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           CUTE_UNROLL

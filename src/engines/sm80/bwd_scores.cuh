@@ -36,7 +36,8 @@ __device__ __forceinline__ void load_row_stats(const BwdParams& p, int64_t row_b
 template <class T, bool kScoreMod, class AccS, class DTanh, class Coord>
 __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord const& tScS,
                                                 const BwdParams& p, int b, int h, int m0, int n0,
-                                                const kernels::QueryTiles& qt, int skv_b) {
+                                                const kernels::QueryTiles& qt, int sq_b,
+                                                int skv_b) {
   using Element = typename T::Element;
   if constexpr (kScoreMod) {
     if (p.score.has_softcap) {
@@ -51,17 +52,33 @@ __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord
                         p.bias_strides.s, m0, n0, p.s_q, p.s_kv);
     }
   }
-  if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
+  const bool mask_keys = qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b);
+  if (mask_keys) {
     kernels::mask_scores_either<T::kBlockM>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS),
                                             m0, n0, qt.diag_lo, qt.diag_hi, skv_b);
-    if constexpr (kScoreMod) {
-      // A masked key's q.k can be NaN (an infinite q against a zero-filled key row past the
-      // length): its d tanh must not reach dS, where it would meet P = 0 as 0 * NaN.
-      if (p.score.has_softcap) {
+  }
+  // Rows past the query length weigh nothing through their LSE (+inf), but a zero-filled q row
+  // against an infinite key gives q.k = NaN, which the LSE cannot zero: such rows are masked
+  // too (the last query tile only).
+  const bool mask_rows = m0 + T::kBlockM > sq_b;
+  if (mask_rows) {
+    auto s = kernels::acc_row_col(acc_s);
+    auto c = kernels::acc_row_col(tScS);
+    CUTE_UNROLL
+    for (int r = 0; r < cute::size<0>(s); ++r) {
+      if (cute::get<0>(c(r, 0)) >= sq_b - m0) {
         CUTE_UNROLL
-        for (int i = 0; i < cute::size(acc_s); ++i) {
-          if (acc_s(i) == -INFINITY) dtanh(i) = 0.f;
-        }
+        for (int j = 0; j < cute::size<1>(s); ++j) s(r, j) = -INFINITY;
+      }
+    }
+  }
+  if constexpr (kScoreMod) {
+    // A masked score's q.k can be NaN (an infinite q or k against a zero-filled row): its d tanh
+    // must not reach dS, where it would meet P = 0 as 0 * NaN.
+    if (p.score.has_softcap && (mask_keys || mask_rows)) {
+      CUTE_UNROLL
+      for (int i = 0; i < cute::size(acc_s); ++i) {
+        if (acc_s(i) == -INFINITY) dtanh(i) = 0.f;
       }
     }
   }
