@@ -4,5 +4,6 @@
 # CPU reference engine otherwise).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/build.sh"
+# The demo needs no PyTorch: setup skips its 5 GB unless FLOE_TORCH says otherwise.
+FLOE_TORCH=${FLOE_TORCH:-0} "$root/scripts/build.sh"
 exec "${BUILD_DIR:-$root/build}/tools/floe/floe" demo "$@"
