@@ -8,69 +8,14 @@
 #include "engines/sm90/bwd_kernels.h"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_tiles.h"
+#include "engines/sm90/sm90_rules.h"
 #include "engines/sm90/tma_descriptor.h"
+#include "engines/tensor_core_rules.h"
 #include "engines/workspace.h"
 #include "kernels/constants.h"
 
 namespace floe::detail::sm90 {
 namespace {
-
-// The target, TMA-operand and output rules below are the forward's (fwd_plan.cc), kept here
-// while the forward is in progress on its own branch; they belong in one shared file.
-constexpr int64_t kInt32Max = INT32_MAX;
-
-std::string tensor_name(TensorId id) {
-  return std::string("tensor '") + to_string(id) + "'";
-}
-
-std::string check_target(const Target& target) {
-  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
-  if (target.arch != 90) {
-    return "its kernels are built for sm_90a only (target is sm_" + std::to_string(target.arch) +
-           ")";
-  }
-  if (target.executable) {
-    if (std::string why = tma_encoder_status(); !why.empty()) return why;
-  }
-  return "";
-}
-
-// What TMA can address: a unit innermost stride, outer strides 16-byte multiples (the base's
-// 16-byte alignment is pointer_alignment's), below 2^40 bytes.
-std::string check_tma_operand(const Facts& f, TensorId id) {
-  const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90's TMA loads need a unit innermost stride";
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (d.dims[i] <= 1) continue;
-    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
-      return tensor_name(id) + " strides[" + std::to_string(i) +
-             "] = " + std::to_string(d.strides[i]) +
-             ": sm90's TMA loads need every outer stride a positive multiple of 8 elements "
-             "(16 bytes) below 2^39";
-    }
-  }
-  return "";
-}
-
-// O and dO are read, dQ written, 16 bytes at a time; dK and dV written 4 bytes at a time.
-std::string check_row_tensor(const Facts& f, TensorId id) {
-  const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90 needs a unit innermost stride";
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
-      return tensor_name(id) + " strides[" + std::to_string(i) +
-             "] = " + std::to_string(d.strides[i]) +
-             ": sm90 needs every outer stride a multiple of 8 elements (16 bytes)";
-    }
-  }
-  return "";
-}
 
 struct BwdChoice {
   BwdTile tile = BwdTile::d128;
@@ -273,26 +218,6 @@ class Sm90BackwardPlan final : public LaunchPlan {
   BwdGrids grids_;
 };
 
-Status prepare_on_device(const BwdKernel& kernel, const Target& target) {
-  if (!target.executable) return Status();
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) {
-    cudaGetLastError();
-    current = -1;
-  }
-  if (current != target.device) cudaSetDevice(target.device);
-  const cudaError_t err = kernel.prepare();
-  if (current >= 0 && current != target.device) cudaSetDevice(current);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return Status(Code::device_error,
-                  std::string("sm90: preparing ") + kernel.name + " (" +
-                      std::to_string(kernel.smem_bytes) +
-                      " bytes of shared memory) failed: " + cudaGetErrorString(err));
-  }
-  return Status();
-}
-
 }  // namespace
 
 std::string backward_decline_reason(const Facts& facts, const Target& target) {
@@ -312,7 +237,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
   grids.key_tiles =
       static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
-  if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+  if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90BackwardPlan>(facts, params, c.kernel, c.tile, grids));
 }

@@ -8,67 +8,13 @@
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
+#include "engines/sm90/sm90_rules.h"
 #include "engines/sm90/tma_descriptor.h"
 #include "engines/tensor_core_rules.h"
 #include "kernels/constants.h"
 
 namespace floe::detail::sm90 {
 namespace {
-
-constexpr int64_t kInt32Max = INT32_MAX;
-
-std::string tensor_name(TensorId id) {
-  return std::string("tensor '") + to_string(id) + "'";
-}
-
-std::string check_target(const Target& target) {
-  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
-  if (target.arch != 90) {
-    return "its kernels are built for sm_90a only (target is sm_" + std::to_string(target.arch) +
-           ")";
-  }
-  if (target.executable) {
-    if (std::string why = tma_encoder_status(); !why.empty()) return why;
-  }
-  return "";
-}
-
-// What TMA can address: a unit innermost stride, outer strides 16-byte multiples (the base's
-// 16-byte alignment is pointer_alignment's), below 2^40 bytes.
-std::string check_tma_operand(const Facts& f, TensorId id) {
-  const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90's TMA loads need a unit innermost stride";
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (d.dims[i] <= 1) continue;
-    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
-      return tensor_name(id) + " strides[" + std::to_string(i) +
-             "] = " + std::to_string(d.strides[i]) +
-             ": sm90's TMA loads need every outer stride a positive multiple of 8 elements "
-             "(16 bytes) below 2^39";
-    }
-  }
-  return "";
-}
-
-// O is written with 4-byte stores through its strides: outer strides even.
-std::string check_output(const Facts& f, TensorId id) {
-  const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90 needs a unit innermost stride";
-  }
-  for (int i = 0; i < 3; ++i) {
-    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
-      return tensor_name(id) + " strides[" + std::to_string(i) +
-             "] = " + std::to_string(d.strides[i]) +
-             ": sm90 needs every outer stride a multiple of 8 elements (16 bytes)";
-    }
-  }
-  return "";
-}
 
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
@@ -96,7 +42,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
   }
-  if (std::string why = check_output(f, TensorId::o); !why.empty()) return why;
+  if (std::string why = check_row_tensor(f, TensorId::o); !why.empty()) return why;
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
   if (m_blocks * f.h_q * f.b > kInt32Max) {
@@ -217,26 +163,6 @@ class Sm90ForwardPlan final : public LaunchPlan {
   unsigned grid_;
 };
 
-Status prepare_on_device(const FwdKernel& kernel, const Target& target) {
-  if (!target.executable) return Status();
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) {
-    cudaGetLastError();
-    current = -1;
-  }
-  if (current != target.device) cudaSetDevice(target.device);
-  const cudaError_t err = kernel.prepare();
-  if (current >= 0 && current != target.device) cudaSetDevice(current);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return Status(Code::device_error,
-                  std::string("sm90: preparing ") + kernel.name + " (" +
-                      std::to_string(kernel.smem_bytes) +
-                      " bytes of shared memory) failed: " + cudaGetErrorString(err));
-  }
-  return Status();
-}
-
 }  // namespace
 
 std::string forward_decline_reason(const Facts& facts, const Target& target) {
@@ -251,7 +177,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   const FwdParams params = make_params(facts, c);
   const unsigned grid =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
-  if (Status st = prepare_on_device(*c.kernel, target); !st) return st;
+  if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, grid));
 }

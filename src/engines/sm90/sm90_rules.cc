@@ -1,0 +1,57 @@
+#include "engines/sm90/sm90_rules.h"
+
+#include "engines/sm90/tma_descriptor.h"
+
+namespace floe::detail::sm90 {
+
+std::string tensor_name(TensorId id) {
+  return std::string("tensor '") + to_string(id) + "'";
+}
+
+std::string check_target(const Target& target) {
+  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
+  if (target.arch != 90) {
+    return "its kernels are built for sm_90a only (target is sm_" + std::to_string(target.arch) +
+           ")";
+  }
+  if (target.executable) {
+    if (std::string why = tma_encoder_status(); !why.empty()) return why;
+  }
+  return "";
+}
+
+std::string check_tma_operand(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90's TMA loads need a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] <= 1) continue;
+    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90's TMA loads need every outer stride a positive multiple of 8 elements "
+             "(16 bytes) below 2^39";
+    }
+  }
+  return "";
+}
+
+std::string check_row_tensor(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  if (d.strides[3] != 1) {
+    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90 needs a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
+      return tensor_name(id) + " strides[" + std::to_string(i) +
+             "] = " + std::to_string(d.strides[i]) +
+             ": sm90 needs every outer stride a multiple of 8 elements (16 bytes)";
+    }
+  }
+  return "";
+}
+
+}  // namespace floe::detail::sm90

@@ -1,0 +1,25 @@
+// What both directions of the sm90 engine require at plan time: the target (sm_90 with a TMA
+// encoder), operands TMA can address, and row tensors it reads or writes 16 bytes at a time.
+// Each returns an empty string, or why not, naming the tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engines/facts.h"
+#include "floe/plan.h"
+
+namespace floe::detail::sm90 {
+
+inline constexpr int64_t kInt32Max = INT32_MAX;
+
+std::string tensor_name(TensorId id);
+std::string check_target(const Target& target);
+// A unit innermost stride, outer strides positive multiples of 8 elements (16 bytes) below
+// 2^39 (the base's 16-byte alignment is pointer_alignment's).
+std::string check_tma_operand(const Facts& f, TensorId id);
+// A tensor read or written a row at a time with 16-byte (or 4-byte) accesses: a unit innermost
+// stride, outer strides multiples of 8 elements.
+std::string check_row_tensor(const Facts& f, TensorId id);
+
+}  // namespace floe::detail::sm90
