@@ -57,6 +57,10 @@ function(floe_add_engine name)
     endforeach()
   endforeach()
 
+  # A fuzz build links the regular build's CUDA objects (FLOE_CUDA_OBJECTS, root CMakeLists).
+  if(FLOE_FUZZ AND FLOE_CUDA_OBJECTS)
+    list(FILTER sources EXCLUDE REGEX "\\.cu$")
+  endif()
   floe_cuda_archs(ARCHS ${archs} SOURCES ${sources})
   target_sources(floe PRIVATE ${sources})
   message(STATUS "floe engine ${name}: CUDA archs ${archs}")

@@ -58,23 +58,28 @@ cc=${cxx/clang++/clang}
 launcher=(); command -v ccache >/dev/null &&
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-# The kernels of the regular build (BUILD_DIR, default build/) when it has one object per
-# .cu file: the fuzzers never launch them, and compiling them again would double the build.
-# Otherwise they are compiled here (Release, as scripts/build.sh: ccache serves them).
+# The kernels of the regular build (BUILD_DIR, default build/) when every CUDA object its
+# ninja file names for floe is there (the per-tile units are generated, so the list comes from
+# that build, with its kernel set): the fuzzers never launch them, and compiling them again
+# would double the build. Otherwise they are compiled here (Release, as scripts/build.sh).
 main=${BUILD_DIR:-$root/build}
-n_cu=$(find "$root/src" -name '*.cu' | wc -l)
 objects=""
-if [ -d "$main/CMakeFiles/floe.dir" ]; then
-  objects=$(find "$main/CMakeFiles/floe.dir" -name '*.cu.o' | sort | paste -sd ';' -)
-  [ "$(find "$main/CMakeFiles/floe.dir" -name '*.cu.o' | wc -l)" = "$n_cu" ] || objects=""
+kernels=${FLOE_KERNELS:-ci}
+if [ -f "$main/build.ninja" ] && [ -f "$main/CMakeCache.txt" ]; then
+  expected=$(grep -oE '^build CMakeFiles/floe\.dir/[^ :]+\.cu\.o' "$main/build.ninja" |
+             sed 's/^build //' | sort -u)
+  if [ -n "$expected" ] && (cd "$main" && ls $expected >/dev/null 2>&1); then
+    objects=$(echo "$expected" | sed "s|^|$main/|" | paste -sd ';' -)
+    kernels=$(sed -n 's/^FLOE_KERNELS:STRING=//p' "$main/CMakeCache.txt")
+    echo "fuzz: linking the $(echo "$expected" | wc -l) CUDA objects of $main ($kernels kernel set)"
+  fi
 fi
-[ -n "$objects" ] && echo "fuzz: linking the $n_cu CUDA objects of $main"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DFLOE_FUZZ=ON -DFLOE_BUILD_TESTS=OFF \
-    -DFLOE_KERNELS="${FLOE_KERNELS:-ci}" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
+    -DFLOE_KERNELS="$kernels" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
 else
-  cmake -S "$root" -B "$build" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
+  cmake -S "$root" -B "$build" -DFLOE_KERNELS="$kernels" -DFLOE_CUDA_OBJECTS="$objects" >/dev/null
 fi
 cmake --build "$build" -j "${FLOE_JOBS:-$(nproc)}" --target "${targets[@]}"
 

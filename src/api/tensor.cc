@@ -71,10 +71,14 @@ TensorDesc TensorDesc::packed(DType dtype, std::initializer_list<int64_t> dims) 
   for (int64_t x : dims) {
     if (i < kMaxRank) d.dims[i++] = x;
   }
+  // A product past 64 bits saturates: the span then overflows too, and validation refuses the
+  // tensor by name instead of the strides wrapping (a signed overflow).
   int64_t stride = 1;
   for (int j = d.rank - 1; j >= 0; --j) {
     d.strides[j] = stride;
-    stride *= d.dims[j];
+    if (stride != kSizeOverflow && __builtin_mul_overflow(stride, d.dims[j], &stride)) {
+      stride = kSizeOverflow;
+    }
   }
   return d;
 }

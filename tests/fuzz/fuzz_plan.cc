@@ -66,11 +66,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   sh.d_qk =
       in.ConsumeBool() ? int64_t{8} * in.ConsumeIntegralInRange<int64_t>(1, 4) : size_value(in);
   sh.d_v = in.ConsumeBool() ? sh.d_qk : size_value(in);
-  // The library multiplies sizes without overflow checks (TensorDesc::packed, numel, span:
-  // signed overflow, reported by UBSan at once); the case library refuses such sizes before
-  // a Problem is made (shape_fits), and so does this target unless
-  // FLOE_FUZZ_LIBRARY_OVERFLOW is set, for the library's own checks once it has them.
-  static const bool raw_sizes = std::getenv("FLOE_FUZZ_LIBRARY_OVERFLOW") != nullptr;
+  // Sizes go to the library as they come: its own checks (element counts, spans and workspace
+  // bytes in 64 bits) must refuse what does not fit, naming the tensor, with no signed overflow
+  // on the way (UBSan). FLOE_FUZZ_TOOL_SIZES=1 refuses such sizes first, as the case library
+  // does (shape_fits), to fuzz what lies behind them.
+  static const bool raw_sizes = std::getenv("FLOE_FUZZ_TOOL_SIZES") == nullptr;
   if (!raw_sizes && !shape_fits(sh)) return 0;
   const DType dtype = in.ConsumeBool() ? DType::bf16 : DType::f16;
   const bool backward = in.ConsumeBool();
