@@ -54,4 +54,19 @@ std::string check_row_tensor(const Facts& f, TensorId id) {
   return "";
 }
 
+TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
+  const TensorDesc& d = f.t(id);
+  TmaTensor t;
+  t.b = d.dims[0];
+  t.h = d.dims[1];
+  t.s = d.dims[2];
+  t.d = d.dims[3];
+  t.stride_b = d.strides[0];
+  t.stride_h = d.strides[1];
+  t.stride_s = d.strides[2];
+  t.box_rows = box_rows;
+  t.bf16 = f.dtype == DType::bf16;
+  return t;
+}
+
 }  // namespace floe::detail::sm90

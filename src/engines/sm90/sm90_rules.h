@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engines/facts.h"
+#include "engines/sm90/tma_descriptor.h"
 #include "floe/plan.h"
 
 namespace floe::detail::sm90 {
@@ -21,5 +22,9 @@ std::string check_tma_operand(const Facts& f, TensorId id);
 // A tensor read or written a row at a time with 16-byte (or 4-byte) accesses: a unit innermost
 // stride, outer strides multiples of 8 elements.
 std::string check_row_tensor(const Facts& f, TensorId id);
+
+// The [b, h, s, d] view that TMA loads of a Q-, K-, V- or dO-shaped tensor (box_rows rows a
+// copy), without its base, which launch() fills in.
+TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows);
 
 }  // namespace floe::detail::sm90
