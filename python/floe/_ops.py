@@ -223,7 +223,7 @@ def _run(plan, ptrs, q: Tensor):
     n = plan.workspace_bytes
     if q.is_cuda:
         index = q.get_device()
-        ws = torch.empty(n, dtype=torch.uint8, device=q.device) if n else None
+        ws = q.new_empty(n, dtype=torch.uint8) if n else None
         if index != _current_device():
             with torch.cuda.device(index):
                 stream = torch.cuda.current_stream(index).cuda_stream
@@ -232,7 +232,7 @@ def _run(plan, ptrs, q: Tensor):
         plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, _current_stream(index))
     else:
         # The CPU allocator aligns to 64 bytes; floe wants 256.
-        ws = torch.empty(n + 256, dtype=torch.uint8) if n else None
+        ws = q.new_empty(n + 256, dtype=torch.uint8) if n else None
         p = 0 if ws is None else (ws.data_ptr() + 255) & ~255
         plan.execute(ptrs, p, n, 0)
 
@@ -253,15 +253,16 @@ if hasattr(torch._C, "_cuda_getCurrentRawStream"):
 
 def _new_o(q: Tensor, v: Tensor) -> Tensor:
     # [B, Hq, Sq, Dv] laid out as [B, Sq, Hq, Dv], as FlashAttention returns it: the usual
-    # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view.
+    # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view. (Tensor.new_*
+    # take q's dtype and device without parsing them again: host time per call.)
     b, h_q, s_q, _ = q.shape
     d_v = v.shape[3]
-    return torch.empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1),
-                               dtype=q.dtype, device=q.device)
+    return q.new_empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1))
 
 
 def _new_lse(q: Tensor) -> Tensor:
-    return torch.empty((q.shape[0], q.shape[1], q.shape[2]), dtype=torch.float32, device=q.device)
+    b, h_q, s_q, _ = q.shape
+    return q.new_empty_strided((b, h_q, s_q), (h_q * s_q, s_q, 1), dtype=torch.float32)
 
 
 def _meta(t: Optional[Tensor]):
@@ -452,9 +453,8 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
     key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.get_device(), bias_grad)
     plan = _cache.lookup(key)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dbias = torch.empty(bias.shape, dtype=bias.dtype, device=q.device) if bias_grad else None
-    dsink = None if sink is None else torch.empty((q.shape[1],), dtype=torch.float32,
-                                                  device=q.device)
+    dbias = bias.new_empty(bias.shape) if bias_grad else None
+    dsink = None if sink is None else q.new_empty((q.shape[1],), dtype=torch.float32)
     if plan is None:
         plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, bias, sink, seq_len_q,
                           seq_len_kv, dq, dk, dv, dbias, dsink, *options, engine)
