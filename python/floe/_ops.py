@@ -213,10 +213,6 @@ def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq,
 # Execution
 
 
-def _ptr(t: Optional[Tensor]) -> int:
-    return 0 if t is None else t.data_ptr()
-
-
 def _run(plan, ptrs, q: Tensor):
     """Executes plan with the workspace from torch's allocator, on the current stream of q's
     device."""
@@ -324,26 +320,51 @@ def _fwd_fake(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
     return _new_o(q, v), _new_lse(q)
 
 
+def _grads(q, k, v, bias, sink, has_dbias):
+    # Gradients take their operand's layout where it is dense (empty_like), packed otherwise;
+    # dbias and dsink are None where the plan has none.
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dbias = bias.new_empty(bias.shape) if has_dbias else None
+    dsink = None if sink is None else q.new_empty((q.shape[1],), dtype=torch.float32)
+    return dq, dk, dv, dbias, dsink
+
+
+def _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
+                  options, engine):
+    """Runs the backward plan for key (built on a miss): (dq, dk, dv, dbias or None, dsink or
+    None)."""
+    plan = _cache.lookup(key)
+    dq, dk, dv, dbias, dsink = _grads(q, k, v, bias, sink, has_dbias)
+    if plan is None:
+        plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, bias, sink, seq_len_q,
+                          seq_len_kv, dq, dk, dv, dbias, dsink, *options, engine)
+    _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                0 if bias is None else bias.data_ptr(), 0 if sink is None else sink.data_ptr(),
+                0 if seq_len_q is None else seq_len_q.data_ptr(),
+                0 if seq_len_kv is None else seq_len_kv.data_ptr(), d_o.data_ptr(),
+                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                0 if dbias is None else dbias.data_ptr(), 0 if dsink is None else dsink.data_ptr()),
+         q)
+    return dq, dk, dv, dbias, dsink
+
+
 def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap,
-                   align, left, right, deterministic, bias_grad, engine):
-    """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent."""
-    dq, dk, dv, dbias, dsink = _bwd_outputs(q, k, v, bias, sink, bias_grad)
+                   align, left, right, deterministic, bias_grad, engine, absent_empty=True):
+    """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent
+    (None with absent_empty=False: callers that are not the custom op save the allocations)."""
     has_dbias = bias is not None and bias_grad
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
            v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
            v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
            left, right, deterministic, has_dbias, engine)
-    plan = _cache.lookup(key)
-    if plan is None:
-        plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, bias, sink, seq_len_q,
-                          seq_len_kv, dq, dk, dv, dbias if has_dbias else None,
-                          dsink if sink is not None else None, scale, softcap, align, left,
-                          right, deterministic, engine)
-    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
-            _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), d_o.data_ptr(), dq.data_ptr(),
-            dk.data_ptr(), dv.data_ptr(), dbias.data_ptr() if has_dbias else 0,
-            dsink.data_ptr() if sink is not None else 0)
-    _run(plan, ptrs, q)
+    dq, dk, dv, dbias, dsink = _backward_run(
+        key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
+        (scale, softcap, align, left, right, deterministic), engine)
+    if absent_empty:
+        if dbias is None:
+            dbias = q.new_empty((0,))
+        if dsink is None:
+            dsink = q.new_empty((0,), dtype=torch.float32)
     return dq, dk, dv, dbias, dsink
 
 
@@ -451,21 +472,8 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
     """_backward_impl for the eager path, where o and lse are the forward's own: the plan is
     keyed by the forward's key and d_o, and absent gradients are None, not empty tensors."""
     key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.get_device(), bias_grad)
-    plan = _cache.lookup(key)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dbias = bias.new_empty(bias.shape) if bias_grad else None
-    dsink = None if sink is None else q.new_empty((q.shape[1],), dtype=torch.float32)
-    if plan is None:
-        plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, bias, sink, seq_len_q,
-                          seq_len_kv, dq, dk, dv, dbias, dsink, *options, engine)
-    _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                0 if bias is None else bias.data_ptr(), 0 if sink is None else sink.data_ptr(),
-                0 if seq_len_q is None else seq_len_q.data_ptr(),
-                0 if seq_len_kv is None else seq_len_kv.data_ptr(), d_o.data_ptr(),
-                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-                0 if dbias is None else dbias.data_ptr(), 0 if dsink is None else dsink.data_ptr()),
-         q)
-    return dq, dk, dv, dbias, dsink
+    return _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv,
+                         bias_grad, options, engine)
 
 
 class _EagerAttention(torch.autograd.Function):
