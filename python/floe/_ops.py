@@ -493,11 +493,16 @@ class _EagerAttention(torch.autograd.Function):
         ctx.key = key
         ctx.options = options
         ctx.mark_non_differentiable(lse)
+        # The backward never reads d_lse: autograd need not make (and, on a GPU, fill) a zero
+        # tensor for it on every call.
+        ctx.set_materialize_grads(False)
         return o, lse
 
     @staticmethod
     def backward(ctx, d_o, d_lse):
         saved = ctx.saved_tensors
+        if d_o is None:  # not materialized any more (see forward); o's gradient is zero
+            d_o = torch.zeros_like(saved[3])
         options = ctx.options
         if len(saved) == 5:
             q, k, v, o, lse = saved
