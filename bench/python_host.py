@@ -6,7 +6,9 @@
 
 Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
 without a sync, the time divided by N (forward with no grad; forward + backward with grads).
---stub replaces the launch by nothing (floe's Python path alone; works without a GPU).
+--stub replaces the launch by nothing (floe's Python path alone; works without a GPU): the
+whole of _ops._run (workspace, stream, the C++ call). --stub-execute replaces only the C++ call
+Plan.execute, so that the workspace allocation and the stream lookup are timed too.
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps), for comparison with `floe bench` on the same problem (the kernels must take the same
 time from Python as from C++).
@@ -74,6 +76,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--stub", action="store_true")
+    ap.add_argument("--stub-execute", action="store_true")
     ap.add_argument("--kernel", action="store_true")
     ap.add_argument("--b", type=int, default=2)
     ap.add_argument("--hq", type=int, default=16)
@@ -90,6 +93,9 @@ def main():
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     if args.stub:
         _ops._run = lambda plan, ptrs, q: None
+    if args.stub_execute:
+        floe._floe.Plan.execute = lambda plan, ptrs, workspace, workspace_size, stream: None
+        args.stub = True
     q, k, v = (torch.randn(1, 2, 128, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     with torch.no_grad():
@@ -102,7 +108,7 @@ def main():
         torch.autograd.grad(out, (qg, kg, vg), d_o)
 
     both = per_call_us(fwd_bwd, args.calls // 2, sync)
-    print(f"floe ({dev}{', launch stubbed' if args.stub else ''}): forward {fwd:.1f} us, "
+    print(f"floe ({dev}{', launch stubbed' if args.stub else ''}{' (Plan.execute)' if args.stub_execute else ''}): forward {fwd:.1f} us, "
           f"forward+backward {both:.1f} us (backward ~{both - fwd:.1f} us)")
     if dev == "cuda" and not args.stub:
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -14,12 +14,17 @@ _TORCH_NAMES = ("attention", "explain", "Explanation", "clear_plan_cache", "plan
 
 
 def __getattr__(name):
+    # The value is kept in the module's globals, so this runs once per name: floe.attention
+    # is then a plain attribute lookup (host time per call).
     if name in _TORCH_NAMES:
         from . import _ops
 
-        return getattr(_ops, name)
-    if name == "torch":
+        value = getattr(_ops, name)
+    elif name == "torch":
         import importlib
 
-        return importlib.import_module(".torch", __name__)
-    raise AttributeError(f"module 'floe' has no attribute {name!r}")
+        value = importlib.import_module(".torch", __name__)
+    else:
+        raise AttributeError(f"module 'floe' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -47,23 +47,30 @@ class _PlanCache:
         self.misses = 0
         self._plans: collections.OrderedDict = collections.OrderedDict()
 
-    def get(self, key, build):
+    def lookup(self, key):
+        """The plan for key, None on a miss; a refusal raises again."""
         plan = self._plans.get(key)
         if plan is None:
-            self.misses += 1
-            try:
-                plan = build()
-            except FloeError as e:
-                plan = _Refusal(e)
-            self._plans[key] = plan
-            while len(self._plans) > self.maxsize:
-                self._plans.popitem(last=False)
-        else:
-            self.hits += 1
-            try:
-                self._plans.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile; the plan is still good
-                pass
+            return None
+        self.hits += 1
+        try:
+            self._plans.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile; the plan is still good
+            pass
+        if type(plan) is _Refusal:
+            raise FloeError(plan.message)
+        return plan
+
+    def add(self, key, build, *args):
+        """Builds the plan for key with build(*args) (after a lookup missed) and keeps it."""
+        self.misses += 1
+        try:
+            plan = build(*args)
+        except FloeError as e:
+            plan = _Refusal(e)
+        self._plans[key] = plan
+        while len(self._plans) > self.maxsize:
+            self._plans.popitem(last=False)
         if type(plan) is _Refusal:
             raise FloeError(plan.message)
         return plan
@@ -206,17 +213,13 @@ def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq,
 # Execution
 
 
-def _ptr(t: Optional[Tensor]) -> int:
-    return 0 if t is None else t.data_ptr()
-
-
 def _run(plan, ptrs, q: Tensor):
     """Executes plan with the workspace from torch's allocator, on the current stream of q's
     device."""
     n = plan.workspace_bytes
     if q.is_cuda:
         index = q.get_device()
-        ws = torch.empty(n, dtype=torch.uint8, device=q.device) if n else None
+        ws = q.new_empty(n, dtype=torch.uint8) if n else None
         if index != _current_device():
             with torch.cuda.device(index):
                 stream = torch.cuda.current_stream(index).cuda_stream
@@ -225,7 +228,7 @@ def _run(plan, ptrs, q: Tensor):
         plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, _current_stream(index))
     else:
         # The CPU allocator aligns to 64 bytes; floe wants 256.
-        ws = torch.empty(n + 256, dtype=torch.uint8) if n else None
+        ws = q.new_empty(n + 256, dtype=torch.uint8) if n else None
         p = 0 if ws is None else (ws.data_ptr() + 255) & ~255
         plan.execute(ptrs, p, n, 0)
 
@@ -246,15 +249,16 @@ if hasattr(torch._C, "_cuda_getCurrentRawStream"):
 
 def _new_o(q: Tensor, v: Tensor) -> Tensor:
     # [B, Hq, Sq, Dv] laid out as [B, Sq, Hq, Dv], as FlashAttention returns it: the usual
-    # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view.
+    # o.transpose(1, 2).reshape(B, S, H * D) after attention is then a view. (Tensor.new_*
+    # take q's dtype and device without parsing them again: host time per call.)
     b, h_q, s_q, _ = q.shape
     d_v = v.shape[3]
-    return torch.empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1),
-                               dtype=q.dtype, device=q.device)
+    return q.new_empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1))
 
 
 def _new_lse(q: Tensor) -> Tensor:
-    return torch.empty((q.shape[0], q.shape[1], q.shape[2]), dtype=torch.float32, device=q.device)
+    b, h_q, s_q, _ = q.shape
+    return q.new_empty_strided((b, h_q, s_q), (h_q * s_q, s_q, 1), dtype=torch.float32)
 
 
 def _meta(t: Optional[Tensor]):
@@ -267,23 +271,38 @@ def _extras(bias, sink, seq_len_q, seq_len_kv):
     return (_meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv))
 
 
-def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
-             deterministic, engine, o=None):
-    """The forward on real tensors: (o, lse). o may be given (any layout)."""
+def _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+                 deterministic, engine, o):
+    # o's strides only where the caller gives o: floe's own o and lse follow from q and v.
+    return (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
+            v.stride(), None if o is None else o.stride(), q.get_device(), k.get_device(),
+            v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
+            left, right, deterministic, engine)
+
+
+def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
+                 right, deterministic, engine, o):
+    plan = _cache.lookup(key)
     if o is None:
         o = _new_o(q, v)
     lse = _new_lse(q)
-    key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-           v.stride(), o.stride(), q.get_device(), k.get_device(), v.get_device(),
-           _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align, left, right,
-           deterministic, engine)
-    plan = _cache.get(key, lambda: _build_forward(
-        q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
-        deterministic, engine))
-    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
-            _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), 0, 0, 0, 0, 0, 0)
-    _run(plan, ptrs, q)
+    if plan is None:
+        plan = _cache.add(key, _build_forward, q, k, v, o, lse, bias, sink, seq_len_q,
+                          seq_len_kv, scale, softcap, align, left, right, deterministic, engine)
+    _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                0 if bias is None else bias.data_ptr(), 0 if sink is None else sink.data_ptr(),
+                0 if seq_len_q is None else seq_len_q.data_ptr(),
+                0 if seq_len_kv is None else seq_len_kv.data_ptr(), 0, 0, 0, 0, 0, 0), q)
     return o, lse
+
+
+def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
+             deterministic, engine, o=None):
+    """The forward on real tensors: (o, lse). o may be given (any layout)."""
+    key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
+                       right, deterministic, engine, o)
+    return _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
+                        left, right, deterministic, engine, o)
 
 
 @torch.library.custom_op("floe::fwd", mutates_args=())
@@ -301,24 +320,51 @@ def _fwd_fake(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
     return _new_o(q, v), _new_lse(q)
 
 
+def _grads(q, k, v, bias, sink, has_dbias):
+    # Gradients take their operand's layout where it is dense (empty_like), packed otherwise;
+    # dbias and dsink are None where the plan has none.
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dbias = bias.new_empty(bias.shape) if has_dbias else None
+    dsink = None if sink is None else q.new_empty((q.shape[1],), dtype=torch.float32)
+    return dq, dk, dv, dbias, dsink
+
+
+def _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
+                  options, engine):
+    """Runs the backward plan for key (built on a miss): (dq, dk, dv, dbias or None, dsink or
+    None)."""
+    plan = _cache.lookup(key)
+    dq, dk, dv, dbias, dsink = _grads(q, k, v, bias, sink, has_dbias)
+    if plan is None:
+        plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, bias, sink, seq_len_q,
+                          seq_len_kv, dq, dk, dv, dbias, dsink, *options, engine)
+    _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                0 if bias is None else bias.data_ptr(), 0 if sink is None else sink.data_ptr(),
+                0 if seq_len_q is None else seq_len_q.data_ptr(),
+                0 if seq_len_kv is None else seq_len_kv.data_ptr(), d_o.data_ptr(),
+                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                0 if dbias is None else dbias.data_ptr(), 0 if dsink is None else dsink.data_ptr()),
+         q)
+    return dq, dk, dv, dbias, dsink
+
+
 def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scale, softcap,
-                   align, left, right, deterministic, bias_grad, engine):
-    """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent."""
-    dq, dk, dv, dbias, dsink = _bwd_outputs(q, k, v, bias, sink, bias_grad)
+                   align, left, right, deterministic, bias_grad, engine, absent_empty=True):
+    """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent
+    (None with absent_empty=False: callers that are not the custom op save the allocations)."""
     has_dbias = bias is not None and bias_grad
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
            v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
            v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
            left, right, deterministic, has_dbias, engine)
-    plan = _cache.get(key, lambda: _build_backward(
-        q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq, dk, dv,
-        dbias if has_dbias else None, dsink if sink is not None else None, scale, softcap, align,
-        left, right, deterministic, engine))
-    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), _ptr(bias),
-            _ptr(sink), _ptr(seq_len_q), _ptr(seq_len_kv), d_o.data_ptr(), dq.data_ptr(),
-            dk.data_ptr(), dv.data_ptr(), dbias.data_ptr() if has_dbias else 0,
-            dsink.data_ptr() if sink is not None else 0)
-    _run(plan, ptrs, q)
+    dq, dk, dv, dbias, dsink = _backward_run(
+        key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
+        (scale, softcap, align, left, right, deterministic), engine)
+    if absent_empty:
+        if dbias is None:
+            dbias = q.new_empty((0,))
+        if dsink is None:
+            dsink = q.new_empty((0,), dtype=torch.float32)
     return dq, dk, dv, dbias, dsink
 
 
@@ -421,31 +467,55 @@ def _prepare(q, k, v, causal, window, bias, enable_gqa, align):
     return (bias,) + _mask(causal, window, align)
 
 
+def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, options,
+                    engine, bias_grad):
+    """_backward_impl for the eager path, where o and lse are the forward's own: the plan is
+    keyed by the forward's key and d_o, and absent gradients are None, not empty tensors."""
+    key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.get_device(), bias_grad)
+    return _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv,
+                         bias_grad, options, engine)
+
+
 class _EagerAttention(torch.autograd.Function):
     """The eager path with gradients: the same forward and backward as the custom ops, without
-    the dispatcher's round trips through Python (host time per call)."""
+    the dispatcher's round trips through Python (host time per call). The options travel as one
+    tuple (fewer arguments for autograd to sort), and only the tensors present are saved."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
-                right, deterministic, engine):
-        o, lse = _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
-                          left, right, deterministic, engine)
-        ctx.save_for_backward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv)
-        ctx.options = (scale, softcap, align, left, right, deterministic)
-        ctx.engine = engine
+    def forward(ctx, q, k, v, bias, sink, seq_len_q, seq_len_kv, options):
+        # options: (scale, softcap, align, left, right, deterministic, engine)
+        key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, *options, None)
+        o, lse = _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, *options, None)
+        if bias is None and sink is None and seq_len_q is None and seq_len_kv is None:
+            ctx.save_for_backward(q, k, v, o, lse)
+        else:
+            ctx.save_for_backward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv)
+        ctx.key = key
+        ctx.options = options
         ctx.mark_non_differentiable(lse)
+        # The backward never reads d_lse: autograd need not make (and, on a GPU, fill) a zero
+        # tensor for it on every call.
+        ctx.set_materialize_grads(False)
         return o, lse
 
     @staticmethod
     def backward(ctx, d_o, d_lse):
-        q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv = ctx.saved_tensors
-        bias_grad = bias is not None and ctx.needs_input_grad[3]
-        dq, dk, dv, dbias, dsink = _backward_impl(
-            d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, *ctx.options, bias_grad,
-            ctx.engine)
-        return (dq, dk, dv, dbias if bias_grad else None,
-                dsink if sink is not None and ctx.needs_input_grad[4] else None,
-                None, None, None, None, None, None, None, None, None)
+        saved = ctx.saved_tensors
+        if d_o is None:  # not materialized any more (see forward); o's gradient is zero
+            d_o = torch.zeros_like(saved[3])
+        options = ctx.options
+        if len(saved) == 5:
+            q, k, v, o, lse = saved
+            dq, dk, dv, _, _ = _eager_backward(ctx.key, d_o, q, k, v, o, lse, None, None, None,
+                                               None, options[:6], options[6], False)
+            return dq, dk, dv, None, None, None, None, None
+        q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv = saved
+        needs = ctx.needs_input_grad
+        bias_grad = bias is not None and needs[3]
+        dq, dk, dv, dbias, dsink = _eager_backward(
+            ctx.key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, options[:6],
+            options[6], bias_grad)
+        return (dq, dk, dv, dbias, dsink if needs[4] else None, None, None, None)
 
 
 def _eager(q: Tensor) -> bool:
@@ -488,7 +558,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
                 q.requires_grad or k.requires_grad or v.requires_grad
                 or (bias is not None and bias.requires_grad)
                 or (sink is not None and sink.requires_grad)):
-            o, lse = _EagerAttention.apply(*args)
+            o, lse = _EagerAttention.apply(q, k, v, bias, sink, seq_len_q, seq_len_kv, args[7:])
         else:
             o, lse = _forward(*args)
     else:

@@ -69,7 +69,7 @@ def _sdpa_backward(original, keyset, grad_out, query, key, value, out, logsumexp
             dq, dk, dv, _, _ = _ops._backward_impl(
                 grad_out, query, key, value, out, logsumexp, None, None, None, None, scale, None,
                 0, None, 0 if is_causal else None, torch.are_deterministic_algorithms_enabled(),
-                False, "auto")
+                False, "auto", absent_empty=False)
             return dq, dk, dv
         except FloeError:
             pass

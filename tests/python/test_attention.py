@@ -569,3 +569,15 @@ def test_cache_hit_does_not_validate_again(monkeypatch):
         o = floe.attention(q, q, q)
         torch.autograd.grad(o, q, torch.ones_like(o))
     assert floe.plan_cache_info().misses == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_without_gradients_of_outputs(device):
+    # The eager Function has autograd pass absent output gradients as None (no zero tensors
+    # made per call): an absent d_o must still give zero gradients, not fail or reuse memory.
+    q, k, v = (rand(1, 2, 16, 64, device=device) for _ in range(3))
+    o = floe.attention(q, k, v, causal=True)
+    grads = o.grad_fn.apply(None, None)
+    for g in grads[:3]:
+        assert g is not None and torch.equal(g, torch.zeros_like(g))
+    assert all(g is None for g in grads[3:])
