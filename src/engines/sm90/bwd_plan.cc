@@ -165,10 +165,8 @@ class Sm90BackwardPlan final : public LaunchPlan {
     p.dq_accum = ws.carve<float>(kDqAccumChunk);
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
-    const cudaError_t err = kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream));
-    if (err == cudaSuccess) return Status();
-    return Status(Code::device_error, std::string("sm90: launching ") + kernel_->name +
-                                          " failed: " + cudaGetErrorString(err));
+    return tensor_core::launch_status(
+        "sm90", kernel_->name, kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
   }
 
   size_t pointer_alignment(TensorId id, const Facts& facts) const override {

@@ -113,10 +113,8 @@ class Sm90ForwardPlan final : public LaunchPlan {
       p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
-    const cudaError_t err = kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream));
-    if (err == cudaSuccess) return Status();
-    return Status(Code::device_error, std::string("sm90: launching ") + kernel_->name +
-                                          " failed: " + cudaGetErrorString(err));
+    return tensor_core::launch_status(
+        "sm90", kernel_->name, kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream)));
   }
 
   size_t pointer_alignment(TensorId id, const Facts& facts) const override {
