@@ -16,19 +16,25 @@
 #                      one architecture halves the build for a quick check on one GPU
 #   --tests REGEX      only the GPU tests whose names match (ctest -R), e.g. 'Backward'.
 #   --build-dir DIR    default ROOT/build-gpu-check
-#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,python,sanitize,bench
-#                      (default all but bench); without configure the build folder is reused.
+#   --steps LIST       comma-separated subset of configure,build,cpu,gpu,python,sanitize,
+#                      engines,bench (default: configure,build,cpu,gpu,python,sanitize); without
+#                      configure the build folder is reused.
+#                      engines: the battery at the chosen level with each engine of --pin
+#                      pinned (tensor-core engines on aligned layouts), then every sanitizer
+#                      over a small pinned battery per engine (FLOE_SANITIZE_CASES, default 16;
+#                      an engine that serves few cases gets more: sm90 300)
 #                      python: the package built offline over the build's libfloe.a, then
 #                      pytest tests/python (needs python3 with torch, nanobind,
 #                      scikit-build-core and pytest)
 #   --bench-args ARGS  extra arguments of floe bench in the bench step (one string)
 #   --jobs N           build and CPU-test parallelism, default every core
+#   --pin LIST         the engines of the engines step, default "generic sm80 sm90"
 #
 # Needs cmake, ninja, nvcc and (for the sanitize step) compute-sanitizer; no network: the
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -45,6 +51,7 @@ tests=""
 build="$root/build-gpu-check"
 steps="configure,build,cpu,gpu,python,sanitize"
 bench_args=""
+pinned="generic sm80 sm90"
 jobs=$(nproc 2>/dev/null || echo 4)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,6 +66,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=${2:?--steps needs a list}; shift ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift ;;
     --bench-args) bench_args=${2?--bench-args needs a string}; shift ;;
+    --pin) pinned=${2:?--pin needs a list of engines}; shift ;;
     -h|--help) usage ;;
     *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
   esac
@@ -251,6 +259,41 @@ if wants sanitize; then
     [ "$last_rc" = 0 ] && [ "${errors:-0}" = 0 ] || status=failed
     record "$tool" "$status" "$last_rc" "$last_seconds" "${errors:-?} errors"
     sanitizer_errors+=("${errors:-null}")
+  done
+fi
+
+# --- Every engine pinned: its battery, then each sanitizer over a small pinned battery. The
+# auto battery above routes most cases to the best engine; this is what proves each engine.
+if wants engines; then
+  battery="$build/tests/battery_test"
+  sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  for e in $pinned; do
+    layout=any
+    [ "$e" = generic ] || [ "$e" = reference ] || layout=aligned
+    run_step "battery-$e" "$results/battery-$e.log" \
+      env FLOE_ENGINE="$e" FLOE_LAYOUT="$layout" FLOE_BATTERY="$level" \
+        FLOE_FAILURE_DIR="$results/failures-$e" "$battery"
+    note=$(grep -hoE "^\[battery\] (forward|backward): .*declined" "$results/battery-$e.log" |
+      sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
+    record "battery-$e" "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
+      "$last_seconds" "${note:-see log}"
+    cases=${FLOE_SANITIZE_CASES:-16}
+    [ "$e" = sm90 ] && cases=${FLOE_SANITIZE_CASES_SM90:-300}
+    for tool in memcheck racecheck synccheck initcheck; do
+      log="$results/$tool-$e.log"
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check no --padding 64)
+      run_step "$tool-$e" "$log" \
+        env FLOE_ENGINE="$e" FLOE_LAYOUT="$layout" FLOE_BATTERY=smoke FLOE_BATTERY_CASES="$cases" \
+          FLOE_HARNESS_THREADS=4 FLOE_FAILURE_DIR="$results/failures-$tool-$e" \
+          "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 20 "$battery"
+      errors=$(grep -oE "ERROR SUMMARY: [0-9]+|\([0-9]+ errors?" "$log" | tail -1 | grep -oE "[0-9]+")
+      ran=$(grep -hoE "^\[battery\] (forward|backward): .*\(ran on: [^)]*\)" "$log" |
+        sed -E 's/.*(forward|backward).*(\(ran on: [^)]*\)).*/\1 \2/' | tr '\n' ';')
+      status=ok
+      [ "$last_rc" = 0 ] && [ "${errors:-0}" = 0 ] || status=failed
+      record "$tool-$e" "$status" "$last_rc" "$last_seconds" "${errors:-?} errors; $ran"
+    done
   done
 fi
 
