@@ -13,7 +13,9 @@ warm-ups, timed calls and input-set rotation, CUDA events around each call. The 
 with q, k, v requiring grad (a training forward, which writes the LSE as floe's does); the
 backward is torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), its forward run
 outside the timed region. A problem a backend cannot run is recorded as "no kernel" with
-PyTorch's reason. The table (markdown, the same as scripts/perf-report.py writes) goes to
+PyTorch's reason. With --fa4-site (where ../shared/peers/install-fa4.sh put flash-attn-4) the
+backend "fa4" times FlashAttention 4's flash_attn_func on the same problems, its q, k, v in its
+own BSHD layout. The table (markdown, the same as scripts/perf-report.py writes) goes to
 stdout and --md, everything to --out, TFLOP/s against S to --plot.
 """
 import argparse
@@ -25,7 +27,7 @@ import sys
 import time
 import warnings
 
-PEERS = ("flash", "cudnn")
+PEERS = ("flash", "cudnn", "fa4")
 # The fields that make two floe records the same problem for a peer.
 PROBLEM_FIELDS = ("dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v", "causal",
                   "window", "bias", "sink", "softcap", "stats_gap", "layout", "deterministic")
@@ -185,6 +187,96 @@ def measure(torch, F, backend, r, settings):
     return result
 
 
+def outside_fa4(r):
+    """(status, reason) for what floe's bench asks and FA4's flash_attn_func is not mapped to."""
+    if r.get("bias"):
+        return "no kernel", "FA4's flash_attn_func takes no additive bias"
+    if r.get("window"):
+        return "n/a", "FA4's window convention is not mapped to floe's band here"
+    if r.get("sink"):
+        return "n/a", "FA4's learnable sink is not mapped to floe's sink here"
+    if r.get("stats_gap"):
+        return "n/a", "FA4 does not expose the layout of its stats (LSE)"
+    if r.get("deterministic"):
+        return "n/a", "FA4's deterministic backward is not timed here"
+    return None
+
+
+def measure_fa4(torch, fa4, r, settings):
+    """FlashAttention 4 on floe's problem: q, k, v [B, S, H, D] (its layout), the same warm-ups,
+    timed calls, input-set rotation and budget; the backward through its autograd function."""
+    if fa4 is None:
+        return {"status": "unavailable", "reason": "flash-attn-4 not importable (--fa4-site)"}
+    skip = outside_fa4(r)
+    if skip:
+        return {"status": skip[0], "reason": skip[1]}
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[r["dtype"]]
+    n_sets = max(1, int(r.get("input_sets") or 1))
+    kw = {"causal": bool(r["causal"])}
+    if r.get("softcap"):
+        kw["softcap"] = float(r["softcap"])
+    sets = []
+    try:
+        for _ in range(n_sets):
+            q = torch.randn(r["b"], r["s_q"], r["h_q"], r["d_qk"], device="cuda", dtype=dt)
+            k = torch.randn(r["b"], r["s_kv"], r["h_kv"], r["d_qk"], device="cuda", dtype=dt)
+            v = torch.randn(r["b"], r["s_kv"], r["h_kv"], r["d_v"], device="cuda", dtype=dt)
+            sets.append([t.requires_grad_(True) for t in (q, k, v)])
+
+        def first(out):
+            return out[0] if isinstance(out, tuple) else out
+
+        if r["direction"] == "fwd":
+            def fn(i):
+                return fa4(*sets[i % n_sets], **kw)
+        else:
+            for st in sets:
+                o = first(fa4(*st, **kw))
+                st += [o, torch.randn_like(o)]
+
+            def fn(i):
+                q, k, v, o, do = sets[i % n_sets]
+                return torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+        ms, warmed = time_calls(torch, fn, settings["warmups"], settings["calls"],
+                                settings["budget_ms"])
+        med = statistics.median(ms)
+        return {"status": "ok", "median_ms": med, "min_ms": min(ms),
+                "tflops": r["flops"] / med / 1e9, "tflops_best": r["flops"] / min(ms) / 1e9,
+                "warmups": warmed, "timed_calls": len(ms), "ms": ms}
+    except torch.cuda.OutOfMemoryError as e:
+        return {"status": "error", "reason": "out of memory: " + str(e).splitlines()[0]}
+    except Exception as e:  # the DSL raises its own types for what it cannot compile
+        msg = " ".join(str(e).split())[:300] or type(e).__name__
+        return {"status": "no kernel", "reason": f"{type(e).__name__}: {msg}"}
+    finally:
+        del sets
+        try:
+            torch.cuda.synchronize()
+        except RuntimeError:
+            pass
+        torch.cuda.empty_cache()
+
+
+def load_fa4(site_dir):
+    """flash_attn_func of flash-attn-4, or (None, why)."""
+    import site
+    if site_dir:
+        site.addsitedir(site_dir)  # the DSL adds its packages through a .pth file
+    try:
+        from flash_attn.cute.interface import flash_attn_func
+        return flash_attn_func, None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
+def fa4_version():
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("flash-attn-4")
+    except Exception:
+        return None
+
+
 def host_time(torch, F, backend, r, direction, calls):
     """Host time of one call, no sync: what PEERS.md lists beside floe's execute()."""
     from torch.nn.attention import sdpa_kernel
@@ -284,7 +376,10 @@ def main():
     ap.add_argument("--out", required=True, help="write floe and the peers here (JSON)")
     ap.add_argument("--md", help="write the markdown table here (docs/perf.md's content)")
     ap.add_argument("--plot", help="write a PNG of TFLOP/s against S here")
-    ap.add_argument("--backends", default="flash,cudnn", help="comma-separated: flash,cudnn")
+    ap.add_argument("--backends", default=None,
+                    help="comma-separated of flash,cudnn,fa4 (default: flash,cudnn, and fa4 "
+                         "with --fa4-site)")
+    ap.add_argument("--fa4-site", help="a site folder holding flash-attn-4 (install-fa4.sh)")
     ap.add_argument("--warmups", type=int, help="default: floe's")
     ap.add_argument("--calls", type=int, help="default: floe's")
     ap.add_argument("--budget-ms", type=float, help="default: floe's")
@@ -314,9 +409,15 @@ def main():
     if floe_gpu and floe_gpu != gpu:
         print(f"peers.py: warning: floe ran on {floe_gpu}, this is {gpu}", file=sys.stderr)
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-    wanted = [b for b in args.backends.split(",") if b]
+    default = "flash,cudnn" + (",fa4" if args.fa4_site else "")
+    wanted = [b for b in (args.backends or default).split(",") if b]
+    fa4, fa4_why = (None, None)
+    if "fa4" in wanted:
+        fa4, fa4_why = load_fa4(args.fa4_site)
+        if fa4 is None:
+            print(f"peers.py: fa4 unavailable: {fa4_why}", file=sys.stderr)
     for b in wanted:
-        if b not in backends:
+        if b not in backends and b != "fa4":
             print(f"peers.py: --backends {b}: not one of {', '.join(backends)}", file=sys.stderr)
             return 2
     torch.manual_seed(2024)
@@ -327,7 +428,8 @@ def main():
     for i, r in enumerate(records, 1):
         key = problem_key(r)
         if key not in cache:
-            cache[key] = {b: measure(torch, F, backends[b], r, settings) for b in wanted}
+            cache[key] = {b: (measure_fa4(torch, fa4, r, settings) if b == "fa4" else
+                              measure(torch, F, backends[b], r, settings)) for b in wanted}
         peers = cache[key]
         row = {k: v for k, v in r.items() if k != "ms"}
         row["peers"] = peers
@@ -343,6 +445,8 @@ def main():
 
     host = {"floe": floe.get("host_overhead", [])}
     for b in wanted:
+        if b == "fa4":
+            continue  # host time: PyTorch's two backends only
         host[b] = {}
         for h in floe.get("host_overhead", []):
             host[b][h["direction"]] = host_time(torch, F, backends[b], h, h["direction"],
@@ -356,6 +460,8 @@ def main():
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
         "backends": wanted,
+        "fa4": ({"site": args.fa4_site, "error": fa4_why, "version": fa4_version()}
+                if "fa4" in wanted else None),
         "method": dict(settings, timer="CUDA events around each call; median",
                        forward="q, k, v require grad (training forward)",
                        backward="torch.autograd.grad(out, (q, k, v), dout, retain_graph=True), "

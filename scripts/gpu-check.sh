@@ -30,11 +30,13 @@
 #   --jobs N           build and CPU-test parallelism, default every core
 #   --pin LIST         the engines of the engines step, default "generic sm80 sm90"
 #
+# FLOE_FA4_SITE=DIR: the bench step times FlashAttention 4 from DIR as a third peer (see
+# ../shared/peers/install-fa4.sh: the GPU machine has no network, FA4 is staged in two calls).
 # Needs cmake, ninja, nvcc and (for the sanitize step) compute-sanitizer; no network: the
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -149,7 +151,12 @@ commit=${FLOE_COMMIT:-$(git -C "$root" rev-parse --verify -q HEAD 2>/dev/null ||
   echo "cores: $(nproc)"
 } >"$results/env.txt" 2>&1
 
-# --- Configure and build.
+# --- Configure and build. The CUTLASS headers may come packed (scripts/stage-deps.sh).
+cutlass_include=$root/.deps/cutlass/cutlass_library/source/include
+if [ ! -d "$cutlass_include" ] && [ -f "$root/.deps/cutlass-include.tar.xz" ]; then
+  mkdir -p "$(dirname "$cutlass_include")" &&
+    tar xJf "$root/.deps/cutlass-include.tar.xz" -C "$(dirname "$cutlass_include")"
+fi
 if wants configure; then
   rm -rf "$build"
   run_step configure "$results/configure.log" \
@@ -306,7 +313,8 @@ if wants bench; then
   if [ -f "$results/floe.json" ]; then
     run_step peers "$results/peers.log" \
       python3 "$root/bench/peers.py" --floe "$results/floe.json" --out "$results/peers.json" \
-        --md "$results/perf.md" --plot "$results/perf.png"
+        --md "$results/perf.md" --plot "$results/perf.png" \
+        ${FLOE_FA4_SITE:+--fa4-site "$FLOE_FA4_SITE"}
     record peers "$([ $last_rc = 0 ] && echo ok || echo failed)" "$last_rc" "$last_seconds" ""
   fi
 fi

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+# The peers of the run (bench/peers.py's "backends"); render() sets it from the data.
 PEERS = ("flash", "cudnn")
 
 
@@ -73,6 +74,13 @@ def ratio(row, name):
     return f / p
 
 
+def best_ratio(row):
+    """floe against the fastest peer that ran the problem: the one to beat."""
+    rs = [ratio(row, name) for name in PEERS]
+    rs = [x for x in rs if x is not None]
+    return min(rs) if rs else None
+
+
 def engine_cell(row):
     req = row.get("engine_requested", "auto")
     if req == "auto":
@@ -110,13 +118,13 @@ def section_sweep(rows, direction):
     sel = [r for r in rows if r.get("group") == "sweep" and r["direction"] == direction]
     sel.sort(key=lambda r: (r["d_qk"], r["s_q"], r["causal"], r.get("engine_requested", "")))
     body = [
-        [r["d_qk"], r["s_q"], yes_no(r["causal"]), engine_cell(r), floe_cell(r),
-         peer_cell(r, "flash"), peer_cell(r, "cudnn"), ratio_cell(ratio(r, "flash")),
-         ratio_cell(ratio(r, "cudnn"))]
+        [r["d_qk"], r["s_q"], yes_no(r["causal"]), engine_cell(r), floe_cell(r)] +
+        [peer_cell(r, name) for name in PEERS] +
+        [ratio_cell(ratio(r, name)) for name in PEERS] + [ratio_cell(best_ratio(r))]
         for r in sel
     ]
-    header = ["D", "S", "causal", "floe engine", "floe", "flash", "cudnn", "floe/flash",
-              "floe/cudnn"]
+    header = (["D", "S", "causal", "floe engine", "floe"] + list(PEERS) +
+              [f"floe/{name}" for name in PEERS] + ["floe/best"])
     return table(header, body) if body else "(not measured)"
 
 
@@ -144,14 +152,12 @@ def section_shapes(rows):
         body.append([
             shape_label(r), r["s_q"], yes_no(r["causal"]),
             two(engine_cell(f) if f else "—", engine_cell(b) if b else "—"),
-            two(floe_cell(f) if f else "—", floe_cell(b) if b else "—"),
-            two(peer_cell(f, "flash"), peer_cell(b, "flash")),
-            two(peer_cell(f, "cudnn"), peer_cell(b, "cudnn")),
-            two(ratio_cell(ratio(f, "flash")), ratio_cell(ratio(b, "flash"))),
-            two(ratio_cell(ratio(f, "cudnn")), ratio_cell(ratio(b, "cudnn"))),
-        ])
-    header = ["shape", "S", "causal", "floe engine", "floe", "flash", "cudnn", "floe/flash",
-              "floe/cudnn"]
+            two(floe_cell(f) if f else "—", floe_cell(b) if b else "—")] +
+            [two(peer_cell(f, name), peer_cell(b, name)) for name in PEERS] +
+            [two(ratio_cell(ratio(f, name)), ratio_cell(ratio(b, name))) for name in PEERS] +
+            [two(ratio_cell(best_ratio(f)), ratio_cell(best_ratio(b)))])
+    header = (["shape", "S", "causal", "floe engine", "floe"] + list(PEERS) +
+              [f"floe/{name}" for name in PEERS] + ["floe/best"])
     return (table(header, body) + "\n\nTFLOP/s as forward / backward.") if body else \
         "(not measured)"
 
@@ -181,8 +187,9 @@ def section_features(rows):
             cells += [ms_cell(pm) if pm is not None else (peer(r, name).get("status") or "—"),
                       ratio_cell(rel(pm, peer_ms(base, name) if base else None))]
         body.append(cells)
-    header = ["feature", "dir", "floe engine", "floe ms", "floe TFLOP/s", "floe vs plain",
-              "flash ms", "flash vs plain", "cudnn ms", "cudnn vs plain"]
+    header = ["feature", "dir", "floe engine", "floe ms", "floe TFLOP/s", "floe vs plain"]
+    for name in PEERS:
+        header += [f"{name} ms", f"{name} vs plain"]
     if not body:
         return "(not measured)"
     return table(header, body) + (
@@ -238,6 +245,8 @@ def section_workspace(rows):
 
 
 def render(data, plot=None):
+    global PEERS
+    PEERS = tuple(data.get("backends") or ("flash", "cudnn"))
     fl = data.get("floe") or {}
     gpu = (fl.get("gpu") or {}).get("name") or data.get("gpu") or "?"
     rows = data.get("rows", [])
@@ -251,7 +260,11 @@ def render(data, plot=None):
         f"- GPU: {gpu} ({(fl.get('gpu') or {}).get('arch', '?')})",
         f"- floe commit: {fl.get('commit') or 'unknown'}",
         f"- peers: PyTorch {data.get('torch', '?')} (CUDA {data.get('cuda', '?')}), cuDNN "
-        f"{data.get('cudnn', '?')}, timed in the same run on the same problems",
+        f"{data.get('cudnn', '?')}" +
+        (f", FlashAttention 4 {(data.get('fa4') or {}).get('version') or '?'} (flash-attn-4, "
+         "its own BSHD layout)" if "fa4" in PEERS else "") +
+        ", timed in the same run on the same problems; floe/best is floe against the fastest "
+        "peer of each problem",
         "",
         "TFLOP/s by the FlashAttention convention (DESIGN §6): forward 2·B·Hq·Sq·Skv·(Dqk+Dv), "
         "halved for causal, backward 2.5× forward; a sliding window counts its visible pairs "
