@@ -5,7 +5,8 @@
 # falls on all of them. Prints one table: median ms per problem and version, and each version's
 # time over the first one's.
 #
-#   scripts/ab.sh RESULTS_DIR [--rounds N] [--archs LIST] TREE... [-- floe bench options [:: ...]]
+#   scripts/ab.sh RESULTS_DIR [--rounds N] [--archs LIST] [--kernels full|ci] TREE...
+#                 [-- floe bench options [:: ...]]
 #   e.g. scripts/ab.sh $OUT/ab .ab/main .ab/try -- --group sweep --direction bwd
 #        scripts/ab.sh $OUT/ab .ab/main .ab/try -- --direction bwd --d-qk 64 --s-q 4096 --b 4 \
 #            --h-q 32 :: --direction fwd --d-qk 64 --s-q 512 --b 32 --h-q 32 --causal
@@ -15,18 +16,20 @@
 # the device call) writes one per revision under .ab/; carry .ab with the call.
 set -uo pipefail
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 2 ] || usage
 results=$1
 shift
 rounds=2
 archs=90a
+kernels=full
 trees=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=${2:?--rounds needs a number}; shift ;;
     --archs) archs=${2:?--archs needs a list}; shift ;;
+    --kernels) kernels=${2:?--kernels needs full or ci}; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) trees+=("$(cd "$1" && pwd)") || exit 2 ;;
@@ -47,7 +50,8 @@ for t in "${trees[@]}"; do
   # The trees share the .deps of this checkout (CUTLASS, GoogleTest, ...).
   [ -e "$t/.deps" ] || ln -sfn "$root/.deps" "$t/.deps"
   echo "ab: building $name ..."
-  "$t/scripts/gpu-check.sh" "$results/$name-build" --archs "$archs" --steps configure,build \
+  "$t/scripts/gpu-check.sh" "$results/$name-build" --archs "$archs" --kernels "$kernels" \
+    --steps configure,build \
     --build-dir "/tmp/floe-ab-$name" >"$results/$name-build.txt" 2>&1 &
   pids+=($!)
 done
