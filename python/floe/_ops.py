@@ -329,6 +329,15 @@ def _grads(q, k, v, bias, sink, has_dbias):
     return dq, dk, dv, dbias, dsink
 
 
+def _dense_d_o(d_o):
+    """d_o, made dense where its innermost stride is not 1: a broadcast output gradient
+    (o.sum() gives every stride 0). The tensor-core engines need a unit innermost stride and
+    decline it, so the generic engine ran it: slower, and rounding otherwise than the engine
+    AOTAutograd's dense tangent gets under torch.compile (opcheck, H200: dQ a bf16 ulp apart
+    between eager and compiled). Made dense, as AOTAutograd and PyTorch's flash backward do."""
+    return d_o if d_o.dim() == 0 or d_o.stride(-1) == 1 else d_o.contiguous()
+
+
 def _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
                   options, engine):
     """Runs the backward plan for key (built on a miss): (dq, dk, dv, dbias or None, dsink or
@@ -353,6 +362,7 @@ def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scal
     """The backward on real tensors: (dq, dk, dv, dbias, dsink), the last two empty if absent
     (None with absent_empty=False: callers that are not the custom op save the allocations)."""
     has_dbias = bias is not None and bias_grad
+    d_o = _dense_d_o(d_o)
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
            v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
            v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
@@ -471,6 +481,7 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
                     engine, bias_grad):
     """_backward_impl for the eager path, where o and lse are the forward's own: the plan is
     keyed by the forward's key and d_o, and absent gradients are None, not empty tensors."""
+    d_o = _dense_d_o(d_o)
     key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.get_device(), bias_grad)
     return _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv,
                          bias_grad, options, engine)
