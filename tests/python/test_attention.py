@@ -606,11 +606,31 @@ def test_cache_hit_does_not_validate_again(monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_backward_without_gradients_of_outputs(device):
-    # The eager Function has autograd pass absent output gradients as None (no zero tensors
-    # made per call): an absent d_o must still give zero gradients, not fail or reuse memory.
+    # With return_lse the eager Function has autograd pass absent output gradients as None (no
+    # zero tensors made per call): an absent d_o must still give zero gradients, not fail or
+    # reuse memory. Without it the Function has o alone as output, the LSE saved beside it.
     q, k, v = (rand(1, 2, 16, 64, device=device) for _ in range(3))
-    o = floe.attention(q, k, v, causal=True)
-    grads = o.grad_fn.apply(None, None)
-    for g in grads[:3]:
-        assert g is not None and torch.equal(g, torch.zeros_like(g))
-    assert all(g is None for g in grads[3:])
+    for return_lse in (True, False):
+        out = floe.attention(q, k, v, causal=True, return_lse=return_lse)
+        o = out[0] if return_lse else out
+        assert not return_lse or not out[1].requires_grad
+        grads = o.grad_fn.apply(None, None)
+        for g in grads[:3]:
+            assert g is not None and torch.equal(g, torch.zeros_like(g))
+        assert all(g is None for g in grads[3:])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_without_lse(device):
+    # A forward with no gradient and no return_lse plans no LSE (one allocation fewer per
+    # call): the same o, bitwise, as the plan that writes the LSE, and a plan of its own.
+    torch.manual_seed(16)
+    q, k, v = (rand(2, 4, 40, 64, device=device, requires_grad=False) for _ in range(3))
+    floe.clear_plan_cache()
+    with torch.no_grad():
+        o = floe.attention(q, k, v, causal=True)
+        o2, lse = floe.attention(q, k, v, causal=True, return_lse=True)
+    assert floe.plan_cache_info().misses == 2
+    assert torch.equal(o, o2)
+    ref_o, _ = reference.attention(q, k, v, right=0)
+    close(o, ref_o, TOL[torch.bfloat16], "o")
