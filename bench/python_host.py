@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Host time per call of floe.attention through PyTorch, beside torch's SDPA (flash backend).
 
-    python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub]
+    python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub | --stub-execute]
+        [--host-d 64] [--breakdown]
     python3 bench/python_host.py --kernel [--b 2 --hq 16 --hkv 4 --s 4096 --d 128 --causal]
 
 Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
@@ -9,6 +10,11 @@ without a sync, the time divided by N (forward with no grad; forward + backward 
 --stub replaces the launch by nothing (floe's Python path alone; works without a GPU): the
 whole of _ops._run (workspace, stream, the C++ call). --stub-execute replaces only the C++ call
 Plan.execute, so that the workspace allocation and the stream lookup are timed too.
+The autograd floor is a Python autograd.Function that allocates its output and launches
+nothing, timed the same way: what any Python-registered op pays for autograd.grad (on a CUDA
+tensor the engine hands the backward to its device thread and waits); floe's own backward is
+roughly floe's forward+backward less the floor less floe's forward. --breakdown times the
+pieces of a call one by one (allocations, Plan.execute of each direction, key and lookup).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps), for comparison with `floe bench` on the same problem (the kernels must take the same
 time from Python as from C++).
@@ -71,6 +77,52 @@ def kernel_times(args):
               f"causal={args.causal}: {times[len(times) // 2]:.4f} ms (median of {args.reps})")
 
 
+def breakdown(args, q, k, v, d_o, sync):
+    """The pieces of a call, each timed alone in a loop (per call, us)."""
+    opts = (None, None, 0, None, 0, False, "auto")
+    with torch.no_grad():
+        o, lse = _ops._forward(q, k, v, None, None, None, None, *opts)
+        _ops._backward_impl(d_o, q, k, v, o, lse, None, None, None, None, *opts[:6], False,
+                            "auto", absent_empty=False)
+    fkey = _ops._forward_key(q, k, v, None, None, None, None, *opts, None)
+    fplan = _ops._cache.lookup(fkey)
+    bplan = [p for p in _ops._cache._plans.values() if p is not fplan][-1]
+    dev = q.device.type
+    stream = torch.cuda.current_stream().cuda_stream if dev == "cuda" else 0
+
+    def ws_for(plan):
+        n = plan.workspace_bytes
+        t = torch.empty(n + 256, dtype=torch.uint8, device=q.device) if n else None
+        return (0 if t is None else (t.data_ptr() + 255) & ~255), n, t
+
+    fws, fn, _fkeep = ws_for(fplan)
+    bws, bn, _bkeep = ws_for(bplan)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    fptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()) + (0,) * 10
+    bptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0, 0,
+             d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), 0, 0)
+    b, h, s, d = q.shape
+    pieces = [
+        ("one output allocation (q.new_empty_strided)",
+         lambda: q.new_empty_strided((b, h, s, d), (s * h * d, d, h * d, 1))),
+        ("three gradient allocations (torch.empty_like)",
+         lambda: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))),
+        (f"backward workspace allocation ({bn} bytes)",
+         lambda: q.new_empty(bn, dtype=torch.uint8) if bn else None),
+        ("forward key + plan cache lookup", lambda: _ops._cache.lookup(
+            _ops._forward_key(q, k, v, None, None, None, None, *opts, None))),
+        (f"forward Plan.execute ({fplan.engine}: the C++ call and its launches)",
+         lambda: fplan.execute(fptrs, fws, fn, stream)),
+        (f"backward Plan.execute ({bplan.engine})",
+         lambda: bplan.execute(bptrs, bws, bn, stream)),
+    ]
+    if dev == "cuda":
+        pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",
+                       lambda: torch._C._cuda_getCurrentRawStream(0)))
+    for name, fn in pieces:
+        print(f"  {name}: {per_call_us(fn, args.calls, sync):.2f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -85,6 +137,8 @@ def main():
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--host-d", type=int, default=64, help="head dim of the host-time problem")
+    ap.add_argument("--breakdown", action="store_true")
     args = ap.parse_args()
     if args.kernel:
         kernel_times(args)
@@ -96,7 +150,8 @@ def main():
     if args.stub_execute:
         floe._floe.Plan.execute = lambda plan, ptrs, workspace, workspace_size, stream: None
         args.stub = True
-    q, k, v = (torch.randn(1, 2, 128, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 128, args.host_d, device=dev, dtype=torch.bfloat16)
+               for _ in range(3))
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     with torch.no_grad():
         fwd = per_call_us(lambda: floe.attention(q, k, v, causal=True), args.calls, sync)
@@ -108,8 +163,28 @@ def main():
         torch.autograd.grad(out, (qg, kg, vg), d_o)
 
     both = per_call_us(fwd_bwd, args.calls // 2, sync)
-    print(f"floe ({dev}{', launch stubbed' if args.stub else ''}{' (Plan.execute)' if args.stub_execute else ''}): forward {fwd:.1f} us, "
-          f"forward+backward {both:.1f} us (backward ~{both - fwd:.1f} us)")
+    stub = (", launch stubbed (Plan.execute)" if args.stub_execute
+            else ", launch stubbed" if args.stub else "")
+    print(f"floe ({dev}{stub}): forward {fwd:.1f} us, forward+backward {both:.1f} us "
+          f"(backward ~{both - fwd:.1f} us)")
+
+    class Floor(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return q.new_empty(q.shape)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g, g
+
+    def floor_both():
+        torch.autograd.grad(Floor.apply(qg, kg, vg), (qg, kg, vg), d_o)
+
+    floor = per_call_us(floor_both, args.calls // 2, sync)
+    print(f"autograd floor ({dev}; a Python Function, one allocation, no launch): "
+          f"forward+backward {floor:.1f} us; floe's own backward ~{both - fwd - floor:.1f} us")
+    if args.breakdown:
+        breakdown(args, q, k, v, d_o, sync)
     if dev == "cuda" and not args.stub:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
