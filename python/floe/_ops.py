@@ -257,8 +257,9 @@ def _new_o(q: Tensor, v: Tensor) -> Tensor:
 
 
 # One tiny tensor per (device, dtype) that the per-call allocations are made from with
-# Tensor.new_empty*: a dtype argument costs more to parse than the allocation itself (H200 host:
-# ~2.4 against ~0.8 us here). Real tensors only: a fake or meta q must not be kept.
+# Tensor.new_empty*, which then parses no dtype argument (a workspace: 2.2 -> 1.8 us on the
+# H200's host, 2.4 -> 0.8 us on the CPU here). Real tensors only: a fake or meta q must not be
+# kept.
 _templates = {}
 
 
@@ -296,7 +297,8 @@ def _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, ali
 def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
                  right, deterministic, engine, o, stats=True):
     """(o, lse); with stats=False the plan writes no LSE and lse is None (one allocation
-    fewer per call: a forward with no gradient that does not return the LSE)."""
+    fewer per call for a forward with no gradient that does not return the LSE: 15.6 -> 12.6 us
+    on the H200's host)."""
     plan = _cache.lookup(key)
     if o is None:
         o = _new_o(q, v)
