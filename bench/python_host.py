@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """Host time per call of floe.attention through PyTorch, beside torch's SDPA (flash backend).
 
-    python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub]
+    python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub | --stub-execute]
+        [--host-d 64] [--breakdown]
     python3 bench/python_host.py --kernel [--b 2 --hq 16 --hkv 4 --s 4096 --d 128 --causal]
 
 Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
-without a sync, the time divided by N (forward with no grad; forward + backward with grads).
+without a sync, the time divided by N, the best of three such loops (forward with no grad;
+forward + backward with grads).
 --stub replaces the launch by nothing (floe's Python path alone; works without a GPU): the
 whole of _ops._run (workspace, stream, the C++ call). --stub-execute replaces only the C++ call
 Plan.execute, so that the workspace allocation and the stream lookup are timed too.
+The autograd floor is a Python autograd.Function that allocates its output and launches
+nothing, timed the same way: what any Python-registered op pays for autograd.grad (on a CUDA
+tensor the engine hands the backward to its device thread and waits); floe's own backward is
+roughly floe's forward+backward less the floor less floe's forward. --breakdown times the
+pieces of a call one by one (allocations, Plan.execute of each direction, key and lookup).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps), for comparison with `floe bench` on the same problem (the kernels must take the same
 time from Python as from C++).
@@ -24,16 +31,21 @@ import floe
 from floe import _ops
 
 
-def per_call_us(fn, calls, sync):
+def per_call_us(fn, calls, sync, reps=3):
+    """The best of reps loops of calls (the host is shared and noisy: one loop of the same
+    code varied by 20% and more between loops on the H200's host)."""
     for _ in range(20):
         fn()
     sync()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    return 1e6 * (t1 - t0) / calls
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        best = min(best, 1e6 * (t1 - t0) / calls)
+    return best
 
 
 def kernel_times(args):
@@ -71,6 +83,52 @@ def kernel_times(args):
               f"causal={args.causal}: {times[len(times) // 2]:.4f} ms (median of {args.reps})")
 
 
+def breakdown(args, q, k, v, d_o, sync):
+    """The pieces of a call, each timed alone in a loop (per call, us)."""
+    opts = (None, None, 0, None, 0, False, "auto")
+    with torch.no_grad():
+        o, lse = _ops._forward(q, k, v, None, None, None, None, *opts)
+        _ops._backward_impl(d_o, q, k, v, o, lse, None, None, None, None, *opts[:6], False,
+                            "auto", absent_empty=False)
+    fkey = _ops._forward_key(q, k, v, None, None, None, None, *opts, None)
+    fplan = _ops._cache.lookup(fkey)
+    bplan = [p for p in _ops._cache._plans.values() if p is not fplan][-1]
+    dev = q.device.type
+    stream = torch.cuda.current_stream().cuda_stream if dev == "cuda" else 0
+
+    def ws_for(plan):
+        n = plan.workspace_bytes
+        t = torch.empty(n + 256, dtype=torch.uint8, device=q.device) if n else None
+        return (0 if t is None else (t.data_ptr() + 255) & ~255), n, t
+
+    fws, f_n, _fkeep = ws_for(fplan)
+    bws, b_n, _bkeep = ws_for(bplan)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    fptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()) + (0,) * 10
+    bptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0, 0,
+             d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), 0, 0)
+    b, h, s, d = q.shape
+    pieces = [
+        ("one output allocation (q.new_empty_strided)",
+         lambda: q.new_empty_strided((b, h, s, d), (s * h * d, d, h * d, 1))),
+        ("three gradient allocations (torch.empty_like)",
+         lambda: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))),
+        (f"backward workspace allocation ({b_n} bytes)",
+         lambda: q.new_empty(b_n, dtype=torch.uint8) if b_n else None),
+        ("forward key + plan cache lookup", lambda: _ops._cache.lookup(
+            _ops._forward_key(q, k, v, None, None, None, None, *opts, None))),
+        (f"forward Plan.execute ({fplan.engine}: the C++ call and its launches)",
+         lambda: fplan.execute(fptrs, fws, f_n, stream)),
+        (f"backward Plan.execute ({bplan.engine})",
+         lambda: bplan.execute(bptrs, bws, b_n, stream)),
+    ]
+    if dev == "cuda":
+        pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",
+                       lambda: torch._C._cuda_getCurrentRawStream(0)))
+    for name, fn in pieces:
+        print(f"  {name}: {per_call_us(fn, args.calls, sync):.2f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -85,6 +143,8 @@ def main():
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--host-d", type=int, default=64, help="head dim of the host-time problem")
+    ap.add_argument("--breakdown", action="store_true")
     args = ap.parse_args()
     if args.kernel:
         kernel_times(args)
@@ -96,7 +156,8 @@ def main():
     if args.stub_execute:
         floe._floe.Plan.execute = lambda plan, ptrs, workspace, workspace_size, stream: None
         args.stub = True
-    q, k, v = (torch.randn(1, 2, 128, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 128, args.host_d, device=dev, dtype=torch.bfloat16)
+               for _ in range(3))
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     with torch.no_grad():
         fwd = per_call_us(lambda: floe.attention(q, k, v, causal=True), args.calls, sync)
@@ -108,8 +169,27 @@ def main():
         torch.autograd.grad(out, (qg, kg, vg), d_o)
 
     both = per_call_us(fwd_bwd, args.calls // 2, sync)
-    print(f"floe ({dev}{', launch stubbed' if args.stub else ''}{' (Plan.execute)' if args.stub_execute else ''}): forward {fwd:.1f} us, "
-          f"forward+backward {both:.1f} us (backward ~{both - fwd:.1f} us)")
+    stub = (", launch stubbed (Plan.execute)" if args.stub_execute
+            else ", launch stubbed" if args.stub else "")
+    print(f"floe ({dev}{stub}): forward {fwd:.1f} us, forward+backward {both:.1f} us "
+          f"(backward ~{both - fwd:.1f} us)")
+
+    class Floor(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return q.new_empty(q.shape)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g, g
+
+    def floor_both():
+        torch.autograd.grad(Floor.apply(qg, kg, vg), (qg, kg, vg), d_o)
+
+    floor = per_call_us(floor_both, args.calls // 2, sync)
+    # "floe ..." first: scripts/gpu-check.sh keeps the lines that start with floe or torch.
+    print(f"floe's own backward ~{both - fwd - floor:.1f} us beyond autograd's floor ({dev}: a "
+          f"Python Function with one allocation and no launch, forward+backward {floor:.1f} us)")
     if dev == "cuda" and not args.stub:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -125,6 +205,8 @@ def main():
             tb = per_call_us(sdpa_both, args.calls // 2, sync)
         print(f"torch SDPA flash: forward {tf:.1f} us, forward+backward {tb:.1f} us "
               f"(backward ~{tb - tf:.1f} us)")
+    if args.breakdown:
+        breakdown(args, q, k, v, d_o, sync)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,8 @@ def train(attn, args, data, vocab):
         if step % 50 == 0 or step == args.steps - 1:
             print(f"{attn:5s} step {step:4d} loss {losses[-1]:.4f} {1e3 * times[-1]:.2f} ms")
     warm = times[10:] or times
-    return {"losses": losses, "ms_per_step": 1e3 * sorted(warm)[len(warm) // 2]}
+    return {"losses": losses, "ms_per_step": 1e3 * sorted(warm)[len(warm) // 2],
+            "step_ms": [1e3 * t for t in times]}
 
 
 def main():
@@ -136,6 +137,7 @@ def main():
         "final_loss": {k: v["losses"][-1] for k, v in runs.items()},
         "max_abs_loss_gap_second_half": gap,
         "losses": {k: v["losses"] for k, v in runs.items()},
+        "step_ms": {k: v["step_ms"] for k, v in runs.items()},
     }
     with open(os.path.join(args.out, "train_gpt.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -149,14 +151,21 @@ def main():
     except ImportError:
         print("train_gpt: no matplotlib, no PNG")
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (ax, ax_t) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True,
+                                   gridspec_kw={"height_ratios": [2, 1]})
     for k, v in runs.items():
-        ax.plot(v["losses"], label=f"{k} ({v['ms_per_step']:.2f} ms/step)", lw=1)
-    ax.set_xlabel("step")
+        ax.plot(v["losses"], label=f"{k} ({v['ms_per_step']:.2f} ms/step, median)", lw=1)
+        ax_t.plot(v["step_ms"], label=k, lw=1)
     ax.set_ylabel("training loss")
     ax.set_yscale("log")
     ax.set_title(f"GPT {args.layers}x{args.d_model}, head dim {args.head_dim}, causal, bf16")
     ax.legend()
+    # The first steps (allocator, autotuning, lazy initialisation) are off the scale.
+    warm = [t for v in runs.values() for t in v["step_ms"][10:] or v["step_ms"]]
+    ax_t.set_ylim(0, 1.5 * max(warm))
+    ax_t.set_xlabel("step")
+    ax_t.set_ylabel("time per step (ms)")
+    ax_t.legend()
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "train_gpt.png"), dpi=120)
     print(f"train_gpt: {args.out}/train_gpt.png")

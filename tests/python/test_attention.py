@@ -14,6 +14,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import reference  # noqa: E402
+from floe import _ops  # noqa: E402  (registers torch.ops.floe.*)
 
 CUDA = torch.cuda.is_available()
 DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
@@ -346,25 +347,58 @@ def test_cuda_graph_replay_is_bitwise_equal():
         assert torch.equal(a, b)
 
 
+# (head dim, deterministic): d128 is in FLOE_KERNELS=ci's tiles, so a tensor-core engine runs it
+# on a ci build too (d64 runs the generic engine there).
+@pytest.mark.parametrize("d,deterministic", [(64, False), (128, False), (128, True)])
 @pytest.mark.parametrize("device", DEVICES)
-def test_opcheck(device):
+def test_opcheck(device, d, deterministic):
     torch.manual_seed(15)
-    q = rand(1, 4, 16, 64, device=device)
-    k = rand(1, 2, 24, 64, device=device)
-    v = rand(1, 2, 24, 64, device=device)
+    q = rand(1, 4, 16, d, device=device)
+    k = rand(1, 2, 24, d, device=device)
+    v = rand(1, 2, 24, d, device=device)
     bias = rand(1, 4, 16, 24, device=device)
     sink = torch.randn(4, device=device).requires_grad_()
-    # deterministic: opcheck compares gradients of separate runs, and the default backward adds
-    # dQ in no fixed order (P7: bitwise reproducible on request). H200 at 3460c6a: 193 of 4096
-    # elements of the sm80 backward's dq differed by a bf16 ulp between runs without it.
-    args = (q, k, v, bias, sink, None, None, None, 10.0, 1, 8, 0, True, "auto")
+    # opcheck compares eager gradients (of o.sum(): d_o broadcast, every stride 0) with
+    # AOTAutograd's (a dense tangent): see test_broadcast_output_gradient_is_made_dense.
+    args = (q, k, v, bias, sink, None, None, None, 10.0, 1, 8, 0, deterministic, "auto")
     torch.library.opcheck(torch.ops.floe.fwd.default, args)
     o, lse = torch.ops.floe.fwd(*[a.detach() if isinstance(a, torch.Tensor) else a
                                    for a in args])
     d_o = torch.randn_like(o)
     bwd_args = (d_o, q.detach(), k.detach(), v.detach(), o, lse, bias.detach(), sink.detach(),
-                None, None, None, 10.0, 1, 8, 0, True, True, "auto")
+                None, None, None, 10.0, 1, 8, 0, deterministic, True, "auto")
     torch.library.opcheck(torch.ops.floe.bwd.default, bwd_args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_broadcast_output_gradient_is_made_dense(device, monkeypatch):
+    # o.sum().backward() hands the backward an expanded d_o (every stride 0); AOTAutograd
+    # (torch.compile, opcheck) hands the same gradient dense. The tensor-core engines need a
+    # unit innermost stride, so eager ran the generic engine and compiled code sm80, whose
+    # roundings differ: opcheck failed on the H200 at 3460c6a (d64, full kernel set: dQ 193 of
+    # 4096 elements a bf16 ulp apart), and again at a2efb7d (d128, ci set: generic against
+    # sm80, dQ 0.0078 apart, deterministic or not; each path bitwise repeatable).
+    # Every backward plan, on every path, must see a d_o of unit innermost stride.
+    seen = []
+    build = _ops._floe.build
+
+    def spy(backward, dtype, shape, tensors, *rest, **kw):
+        if backward:
+            seen.append(tensors[9][1])  # TensorId do: (dtype code, strides)
+        return build(backward, dtype, shape, tensors, *rest, **kw)
+
+    monkeypatch.setattr(_ops._floe, "build", spy)
+    floe.clear_plan_cache()
+    q, k, v = (rand(1, 2, 16, 64, device=device) for _ in range(3))
+    o = floe.attention(q, k, v, causal=True)  # the eager Function
+    eager = torch.autograd.grad(o.sum(), (q, k, v))
+    o = torch.ops.floe.fwd(q, k, v, None, None, None, None, None, None, 0, None, 0, False,
+                           "auto")[0]  # the custom op's autograd
+    op = torch.autograd.grad(o.sum(), (q, k, v), retain_graph=True)
+    dense = torch.autograd.grad(o, (q, k, v), torch.ones_like(o))  # o's own layout
+    assert len(seen) == 3 and all(s[3] == 1 for s in seen), seen
+    for a, b, c in zip(eager, op, dense):
+        assert torch.equal(a, b) and torch.equal(a, c)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,11 +607,31 @@ def test_cache_hit_does_not_validate_again(monkeypatch):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_backward_without_gradients_of_outputs(device):
-    # The eager Function has autograd pass absent output gradients as None (no zero tensors
-    # made per call): an absent d_o must still give zero gradients, not fail or reuse memory.
+    # With return_lse the eager Function has autograd pass absent output gradients as None (no
+    # zero tensors made per call): an absent d_o must still give zero gradients, not fail or
+    # reuse memory. Without it the Function has o alone as output, the LSE saved beside it.
     q, k, v = (rand(1, 2, 16, 64, device=device) for _ in range(3))
-    o = floe.attention(q, k, v, causal=True)
-    grads = o.grad_fn.apply(None, None)
-    for g in grads[:3]:
-        assert g is not None and torch.equal(g, torch.zeros_like(g))
-    assert all(g is None for g in grads[3:])
+    for return_lse in (True, False):
+        out = floe.attention(q, k, v, causal=True, return_lse=return_lse)
+        o = out[0] if return_lse else out
+        assert not return_lse or not out[1].requires_grad
+        grads = o.grad_fn.apply(None, None)
+        for g in grads[:3]:
+            assert g is not None and torch.equal(g, torch.zeros_like(g))
+        assert all(g is None for g in grads[3:])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_forward_without_lse(device):
+    # A forward with no gradient and no return_lse plans no LSE (one allocation fewer per
+    # call): the same o, bitwise, as the plan that writes the LSE, and a plan of its own.
+    torch.manual_seed(16)
+    q, k, v = (rand(2, 4, 40, 64, device=device, requires_grad=False) for _ in range(3))
+    floe.clear_plan_cache()
+    with torch.no_grad():
+        o = floe.attention(q, k, v, causal=True)
+        o2, lse = floe.attention(q, k, v, causal=True, return_lse=True)
+    assert floe.plan_cache_info().misses == 2
+    assert torch.equal(o, o2)
+    ref_o, _ = reference.attention(q, k, v, right=0)
+    close(o, ref_o, TOL[torch.bfloat16], "o")
