@@ -30,7 +30,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  softmax.finalize(p.scale_log2, factor, lse);
+  softmax.finalize(p.score.scale_log2, false, 0.f, factor, lse);  // no sink yet
 
   // Registers -> shared: two neighbouring columns a 4-byte store (the swizzle moves 16-byte
   // pieces, so a pair stays contiguous).

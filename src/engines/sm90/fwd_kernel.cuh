@@ -16,9 +16,9 @@
 #include "engines/sm90/fwd_epilogue.cuh"
 #include "engines/sm90/fwd_mainloop.cuh"
 #include "engines/sm90/fwd_params.h"
-#include "engines/sm90/fwd_softmax.cuh"
 #include "engines/sm90/fwd_traits.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/online_softmax.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
   const int m0 = tile.m_block * T::kBlockM;
   kernels::KeyTiles kt;
   if (m0 < sq_b) {
-    kt = kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1, sq_b, skv_b,
-                            T::kBlockN);
+    kt = kernels::key_tiles(p.score.mask, p.score.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1,
+                            sq_b, skv_b, T::kBlockN);
   }
   const TileOrder order(kt);
   __syncthreads();  // the barriers are initialised
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::D>{});
     clear(acc_o);
     constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
-    FwdSoftmax<kRows> softmax;
+    kernels::OnlineSoftmax<kRows> softmax;
     softmax.init();
     if (!kt.empty()) {
       FwdMainloop<T>::compute(p, ss, ctid, m0, skv_b, kt, order, acc_o, softmax);

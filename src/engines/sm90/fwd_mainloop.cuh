@@ -16,10 +16,10 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
 
-#include "engines/sm90/fwd_mask.cuh"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/gmma_fragment.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/mask.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -122,7 +122,7 @@ struct FwdMainloop {
         make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
 
     const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
-    const float scale_log2 = p.scale_log2;
+    const float scale_log2 = p.score.scale_log2;
 
     // S = Q K_t^T, issued (the caller waits).
     auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
@@ -144,9 +144,9 @@ struct FwdMainloop {
     };
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       constexpr int kMask = decltype(kind)::value;
-      if constexpr (kMask != kNoMask) {
-        mask_scores<kMask>(acc_s, tScS, m0, order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi,
-                           skv_b);
+      if constexpr (kMask != kernels::kNoMask) {
+        kernels::mask_scores<kMask>(gmma_row_col(acc_s), gmma_row_col(tScS), m0,
+                                    order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
       }
     };
 
@@ -192,7 +192,7 @@ struct FwdMainloop {
       }
       mask(acc_s, 0, kind);
       float correction[Softmax::kRowCount];
-      softmax.scores_to_p(acc_s, scale_log2, correction);
+      softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
       to_p(acc_s);
     };
     // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
@@ -208,11 +208,11 @@ struct FwdMainloop {
       release_k(t);
       mask(acc_s, t, kind);
       float correction[Softmax::kRowCount];
-      const bool grew = softmax.scores_to_p(acc_s, scale_log2, correction);
+      const bool grew = softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
       warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
       warpgroup_fence_operand(rP);
       release_v(t - 1);
-      Softmax::rescale_o(acc_o, correction, grew);
+      Softmax::rescale_o(gmma_row_col(acc_o), correction, grew);
       to_p(acc_s);
     };
 
@@ -220,22 +220,22 @@ struct FwdMainloop {
     // decided once, a loop for each; then the unmasked tiles, with no mask code.
     const bool one_sided = kt.begin * T::kBlockN - (m0 + T::kBlockM - 1) >= kt.diag_lo;
     if (order.n_masked == 0) {
-      first(Int<kNoMask>{});
+      first(Int<kernels::kNoMask>{});
     } else if (one_sided) {
-      first(Int<kMaskRight>{});
+      first(Int<kernels::kMaskRight>{});
     } else {
-      first(Int<kMaskBand>{});
+      first(Int<kernels::kMaskBand>{});
     }
     int t = 1;
     if (one_sided) {
       CUTE_NO_UNROLL
-      for (; t < order.n_masked; ++t) step(t, Int<kMaskRight>{});
+      for (; t < order.n_masked; ++t) step(t, Int<kernels::kMaskRight>{});
     } else {
       CUTE_NO_UNROLL
-      for (; t < order.n_masked; ++t) step(t, Int<kMaskBand>{});
+      for (; t < order.n_masked; ++t) step(t, Int<kernels::kMaskBand>{});
     }
     CUTE_NO_UNROLL
-    for (; t < order.n_tiles; ++t) step(t, Int<kNoMask>{});
+    for (; t < order.n_tiles; ++t) step(t, Int<kernels::kNoMask>{});
 
     warpgroup_fence_operand(rP);
     take_turn();

@@ -72,9 +72,9 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.s_q = static_cast<int32_t>(f.s_q);
   p.s_kv = static_cast<int32_t>(f.s_kv);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.mask = kernels::BandMask::from(f.mask);
-  p.has_mask = f.mask.is_band();
+  p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.score.mask = kernels::BandMask::from(f.mask);
+  p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   // Bounded on the right only (causal and the like): later query tiles see more keys.
   p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
