@@ -30,9 +30,9 @@ struct FwdParams {
   // scale_log2): the scale folds into one FFMA per score.
   kernels::ScoreParams score;
 
-  // CTA index -> query tile, head, batch (heavy tiles first for right-bounded bands); query
-  // head -> kv head (h / group).
-  kernels::QueryTileScheduler::Params tiles;
+  // A CTA's tiles (query tile, head, batch): from blockIdx.x in steps of gridDim.x (one per CTA,
+  // or persistent); query head -> kv head (h / group).
+  kernels::PersistentTileScheduler::Params tiles;
   kernels::FastDivisor group_div;
 };
 

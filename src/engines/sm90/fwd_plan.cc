@@ -4,6 +4,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_params.h"
@@ -16,9 +18,44 @@
 namespace floe::detail::sm90 {
 namespace {
 
+// How the CTAs take the query tiles (fwd_kernel.cuh, kernels/tile_scheduler.cuh): one CTA per
+// tile (the hardware hands them out as SMs free up), or one CTA per SM walking a static list
+// (persistent: one prologue per CTA, the next tile's loads under the previous epilogue), the
+// list in QueryTileScheduler's order or longest first (lpt).
+enum class FwdSchedule { grid, persistent, lpt };
+
+const char* to_string(FwdSchedule s) {
+  switch (s) {
+    case FwdSchedule::grid:
+      return "a CTA per query tile";
+    case FwdSchedule::persistent:
+      return "persistent";
+    case FwdSchedule::lpt:
+      return "persistent, longest first";
+  }
+  return "";
+}
+
+// Later query tiles see more keys: a band bounded on the right only (causal and the like).
+bool heavy_last_m(const Facts& f) {
+  return f.mask.right.has_value() && !f.mask.left.has_value();
+}
+
+FwdSchedule choose_schedule(const Facts& f) {
+  // FLOE_SM90_FWD_SCHEDULE = grid | persistent | lpt overrides the choice, read at plan time: the
+  // A/B knob the choice below was measured with.
+  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
+    if (std::strcmp(env, "grid") == 0) return FwdSchedule::grid;
+    if (std::strcmp(env, "persistent") == 0) return FwdSchedule::persistent;
+    if (std::strcmp(env, "lpt") == 0) return FwdSchedule::lpt;
+  }
+  return heavy_last_m(f) ? FwdSchedule::grid : FwdSchedule::persistent;
+}
+
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
   const FwdKernel* kernel = nullptr;
+  FwdSchedule schedule = FwdSchedule::grid;
 };
 
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
@@ -60,6 +97,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " KB of shared memory per block; the device allows " +
            std::to_string(target.smem_per_block_optin / 1024) + " KB";
   }
+  c.schedule = choose_schedule(f);
   if (out != nullptr) *out = c;
   return "";
 }
@@ -76,9 +114,9 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  // Bounded on the right only (causal and the like): later query tiles see more keys.
-  p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
-                                              f.mask.right.has_value() && !f.mask.left.has_value());
+  p.tiles =
+      kernels::PersistentTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
+                                             f.b, heavy_last_m(f), c.schedule == FwdSchedule::lpt);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
@@ -86,13 +124,14 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
 class Sm90ForwardPlan final : public LaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
-                  unsigned grid)
+                  FwdSchedule schedule, unsigned grid)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, kernel->block_m)),
         k_(tma_tensor(f, TensorId::k, kernel->block_n)),
         v_(tma_tensor(f, TensorId::v, kernel->block_n)),
         kernel_(kernel),
         tile_(tile),
+        schedule_(schedule),
         grid_(grid) {}
 
   // Encodes the three tensor maps (host only: no allocation, no sync), then launches.
@@ -134,7 +173,8 @@ class Sm90ForwardPlan final : public LaunchPlan {
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_m) +
            " queries x " + std::to_string(s.block_n) + " keys, " +
            std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
-           std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs";
+           std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs (" +
+           to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)";
   }
 
  private:
@@ -142,6 +182,7 @@ class Sm90ForwardPlan final : public LaunchPlan {
   TmaTensor q_, k_, v_;
   const FwdKernel* kernel_;
   FwdTile tile_;
+  FwdSchedule schedule_;
   unsigned grid_;
 };
 
@@ -157,11 +198,14 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
     return Status(Code::internal, "sm90 accepted, then declined: " + why);
   }
   const FwdParams params = make_params(facts, c);
+  // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
+  const int64_t ctas =
+      c.schedule == FwdSchedule::grid ? 0 : (target.sm_count > 0 ? target.sm_count : 1);
   const unsigned grid =
-      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
+      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, ctas));
   if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, grid));
+      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, c.schedule, grid));
 }
 
 }  // namespace floe::detail::sm90

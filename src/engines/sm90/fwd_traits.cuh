@@ -58,7 +58,7 @@ struct FwdTraitsOf {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> v;
-    alignas(8) uint64_t q_full;
+    alignas(8) uint64_t q_full, q_empty;  // the Q tile (and the epilogue's staging of O)
     uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
