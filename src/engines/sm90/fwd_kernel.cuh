@@ -8,7 +8,8 @@
 //
 // Across a CTA's tiles the K and V rings keep turning (both roles count the key tiles they have
 // passed), so the producer loads the next tile's first K and V while the consumers finish the
-// previous tile; the Q buffer, where the epilogue stages O, has a full and an empty barrier.
+// previous tile; the Q buffer has a full and an empty barrier, released once the tile's products
+// are done where the epilogue stages O in a buffer of its own (else after the epilogue).
 //
 // Built for sm_90a only: the body is compiled where the arch-specific features exist
 // (__CUDA_ARCH_FEAT_SM90_ALL) and is empty in any other device pass, so that the build's other
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       for (uint32_t linear = blockIdx.x; linear < p.tiles.tiles; linear += gridDim.x, ++j) {
         const FwdTileWork w = fwd_tile_work<T>(p, linear);
         if (w.kt.empty()) {
-          // No load: the consumers still wait for the buffer's turn, then write O = 0 into it.
+          // No load, but the Q barriers still turn: the consumers pass them, writing O = 0.
           Barrier::wait(&ss.q_empty, (j & 1) ^ 1);
           TxBarrier::arrive(&ss.q_full);
           continue;
@@ -117,10 +118,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
         FwdMainloop<T>::compute(p, ss, ctid, w.m0, w.skv_b, w.kt, order, it, acc_o, softmax);
         it += order.n_tiles;
       }
+      // The products are done with Q: where O has a buffer of its own, the next Q loads under the
+      // epilogue; else the epilogue's accesses (generic proxy) come before the next Q's TMA write.
+      if constexpr (T::kOwnO) Barrier::arrive(&ss.q_empty);
       fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, w.sq_b, acc_o, softmax);
-      // The epilogue's reads of the buffer (generic proxy) before the next Q's TMA write to it.
-      cutlass::arch::fence_view_async_shared();
-      Barrier::arrive(&ss.q_empty);
+      if constexpr (!T::kOwnO) {
+        cutlass::arch::fence_view_async_shared();
+        Barrier::arrive(&ss.q_empty);
+      }
     }
   }
 #endif

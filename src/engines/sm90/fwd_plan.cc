@@ -41,22 +41,30 @@ bool heavy_last_m(const Facts& f) {
   return f.mask.right.has_value() && !f.mask.left.has_value();
 }
 
-FwdSchedule choose_schedule(const Facts& f) {
-  // FLOE_SM90_FWD_SCHEDULE = grid | persistent | lpt overrides the choice, read at plan time: the
-  // A/B knob the choice below was measured with.
-  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
-    if (std::strcmp(env, "grid") == 0) return FwdSchedule::grid;
-    if (std::strcmp(env, "persistent") == 0) return FwdSchedule::persistent;
-    if (std::strcmp(env, "lpt") == 0) return FwdSchedule::lpt;
-  }
-  return heavy_last_m(f) ? FwdSchedule::grid : FwdSchedule::persistent;
-}
-
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
+  int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
 };
+
+// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] overrides the choice, read at plan
+// time: the A/B knob the default was measured with, and (with a small N, the CTA count) a way to
+// make the tests walk many tiles per CTA on small problems.
+void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
+  c->schedule = heavy_last_m(f) ? FwdSchedule::grid : FwdSchedule::persistent;
+  c->ctas = target.sm_count > 0 ? target.sm_count : 1;
+  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
+    const char* colon = std::strchr(env, ':');
+    const size_t len = colon != nullptr ? static_cast<size_t>(colon - env) : std::strlen(env);
+    if (len == 4 && std::strncmp(env, "grid", 4) == 0) c->schedule = FwdSchedule::grid;
+    if (len == 10 && std::strncmp(env, "persistent", 10) == 0)
+      c->schedule = FwdSchedule::persistent;
+    if (len == 3 && std::strncmp(env, "lpt", 3) == 0) c->schedule = FwdSchedule::lpt;
+    if (colon != nullptr && std::atoi(colon + 1) > 0) c->ctas = std::atoi(colon + 1);
+  }
+  if (c->schedule == FwdSchedule::grid) c->ctas = 0;
+}
 
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
@@ -97,7 +105,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " KB of shared memory per block; the device allows " +
            std::to_string(target.smem_per_block_optin / 1024) + " KB";
   }
-  c.schedule = choose_schedule(f);
+  choose_schedule(f, target, &c);
   if (out != nullptr) *out = c;
   return "";
 }
@@ -199,10 +207,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   }
   const FwdParams params = make_params(facts, c);
   // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
-  const int64_t ctas =
-      c.schedule == FwdSchedule::grid ? 0 : (target.sm_count > 0 ? target.sm_count : 1);
   const unsigned grid =
-      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, ctas));
+      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c.ctas));
   if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, c.schedule, grid));
