@@ -86,10 +86,13 @@ struct PersistentTileScheduler {
     FastDivisor heads_batches;        // by Hq * B: the lpt decode
     uint32_t tiles = 0;               // query tiles of all heads and batches (below 2^31)
     bool lpt = false;
+    bool snake = false;  // every other pass over the list runs the CTAs in reverse
   };
-  static Params make(int64_t m_blocks, int64_t h_q, int64_t b, bool heavy_last_m, bool lpt) {
+  static Params make(int64_t m_blocks, int64_t h_q, int64_t b, bool heavy_last_m, bool lpt,
+                     bool snake = false) {
     Params p;
     p.lpt = lpt && heavy_last_m;
+    p.snake = snake;
     p.list = QueryTileScheduler::make(m_blocks, h_q, heavy_last_m && !p.lpt);
     p.heads_batches = divisor_of(h_q * b);
     p.tiles = static_cast<uint32_t>(m_blocks * h_q * b);
@@ -100,6 +103,14 @@ struct PersistentTileScheduler {
     return ctas > 0 && ctas < int64_t{p.tiles} ? ctas : int64_t{p.tiles};
   }
   static size_t workspace_bytes(const Params&) { return 0; }
+
+  // The position in the list of CTA `cta`'s k-th tile (>= tiles: it has no more): cta + k * grid,
+  // or with snake grid - 1 - cta + k * grid in odd passes, so that over two passes of a list
+  // sorted by weight each CTA's share is about even (a static LPT order otherwise gives CTA 0
+  // the heaviest tile of every pass).
+  FLOE_HD static uint32_t position(const Params& p, uint32_t cta, uint32_t grid, uint32_t k) {
+    return k * grid + (p.snake && (k & 1) != 0 ? grid - 1 - cta : cta);
+  }
 
   // The tile at position `linear` of the list (linear < tiles).
   FLOE_HD static QueryTile tile(const Params& p, uint32_t linear) {

@@ -73,17 +73,19 @@ TEST(TileScheduler, QueryTilesMatchTheDivisionTheyReplace) {
 }
 
 // The persistent scheduler: the CTAs of any grid together walk every tile exactly once (CTA c
-// takes positions c, c + grid, ...); without lpt the list is QueryTileScheduler's; with lpt (only
-// where heavy_last_m) the query tiles come highest first over all heads and batches.
+// takes positions c, c + grid, ..., or grid - 1 - c in odd passes with snake); without lpt the list
+// is QueryTileScheduler's; with lpt (only where heavy_last_m) the query tiles come highest first
+// over all heads and batches.
 TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
   using kernels::PersistentTileScheduler;
   std::mt19937_64 rng(17);
   for (const Dims& d : shapes(rng)) {
     if (d.tiles * d.heads * d.batch > 20000) continue;
     for (bool heavy_last : {false, true}) {
-      for (bool lpt : {false, true}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool lpt = variant & 1, snake = variant & 2;
         const PersistentTileScheduler::Params p =
-            PersistentTileScheduler::make(d.tiles, d.heads, d.batch, heavy_last, lpt);
+            PersistentTileScheduler::make(d.tiles, d.heads, d.batch, heavy_last, lpt, snake);
         const int64_t n = d.tiles * d.heads * d.batch;
         ASSERT_EQ(int64_t{p.tiles}, n);
         EXPECT_EQ(PersistentTileScheduler::workspace_bytes(p), 0u);
@@ -95,7 +97,11 @@ TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
           ASSERT_EQ(grid, std::min(ctas, n));
           std::set<std::tuple<int, int, int>> seen;
           for (int64_t c = 0; c < grid; ++c) {
-            for (int64_t i = c; i < n; i += grid) {
+            for (uint32_t k = 0;; ++k) {
+              const int64_t i = PersistentTileScheduler::position(p, static_cast<uint32_t>(c),
+                                                                  static_cast<uint32_t>(grid), k);
+              if (i >= n) break;
+              ASSERT_EQ(i, k * grid + (snake && (k & 1) ? grid - 1 - c : c));
               const kernels::QueryTile t =
                   PersistentTileScheduler::tile(p, static_cast<uint32_t>(i));
               ASSERT_TRUE(t.m_block >= 0 && t.m_block < d.tiles && t.h >= 0 && t.h < d.heads &&

@@ -30,6 +30,8 @@
 
 namespace floe::detail::sm90 {
 
+using FwdScheduler = kernels::PersistentTileScheduler;
+
 // What both roles derive from a tile's position in the list: recomputed by each (a few integer
 // operations and two length reads), so that nothing but the position and the rings' count is
 // carried from one tile to the next.
@@ -42,7 +44,7 @@ struct FwdTileWork {
 template <class T>
 __device__ __forceinline__ FwdTileWork fwd_tile_work(const FwdParams& p, uint32_t linear) {
   FwdTileWork w;
-  w.tile = kernels::PersistentTileScheduler::tile(p.tiles, linear);
+  w.tile = FwdScheduler::tile(p.tiles, linear);
   w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
   w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
   w.m0 = w.tile.m_block * T::kBlockM;
@@ -81,8 +83,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (tid == 0) {
       int it = 0;
-      uint32_t j = 0;
-      for (uint32_t linear = blockIdx.x; linear < p.tiles.tiles; linear += gridDim.x, ++j) {
+      for (uint32_t j = 0;; ++j) {
+        const uint32_t linear = FwdScheduler::position(p.tiles, blockIdx.x, gridDim.x, j);
+        if (linear >= p.tiles.tiles) break;
         const FwdTileWork w = fwd_tile_work<T>(p, linear);
         if (w.kt.empty()) {
           // No load, but the Q barriers still turn: the consumers pass them, writing O = 0.
@@ -99,8 +102,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     int it = 0;
-    uint32_t j = 0;
-    for (uint32_t linear = blockIdx.x; linear < p.tiles.tiles; linear += gridDim.x, ++j) {
+    for (uint32_t j = 0;; ++j) {
+      const uint32_t linear = FwdScheduler::position(p.tiles, blockIdx.x, gridDim.x, j);
+      if (linear >= p.tiles.tiles) break;
       // Opaque per tile: the addresses and coordinates derived from the thread index (mask,
       // epilogue) are recomputed in each tile rather than hoisted out of the loop, where they
       // would stay live beside the accumulators and spill.

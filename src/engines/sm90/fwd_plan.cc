@@ -22,7 +22,7 @@ namespace {
 // tile (the hardware hands them out as SMs free up), or one CTA per SM walking a static list
 // (persistent: one prologue per CTA, the next tile's loads under the previous epilogue), the
 // list in QueryTileScheduler's order or longest first (lpt).
-enum class FwdSchedule { grid, persistent, lpt };
+enum class FwdSchedule { grid, persistent, lpt, lpt_snake };
 
 const char* to_string(FwdSchedule s) {
   switch (s) {
@@ -32,6 +32,8 @@ const char* to_string(FwdSchedule s) {
       return "persistent";
     case FwdSchedule::lpt:
       return "persistent, longest first";
+    case FwdSchedule::lpt_snake:
+      return "persistent, longest first, snake";
   }
   return "";
 }
@@ -48,9 +50,9 @@ struct FwdChoice {
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
 };
 
-// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] overrides the choice, read at plan
-// time: the A/B knob the default was measured with, and (with a small N, the CTA count) a way to
-// make the tests walk many tiles per CTA on small problems.
+// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) overrides the
+// choice, read at plan time: the A/B knob the default was measured with, and (with a small N, the
+// CTA count) a way to make the tests walk many tiles per CTA on small problems.
 void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
   c->schedule = heavy_last_m(f) ? FwdSchedule::grid : FwdSchedule::persistent;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
@@ -61,6 +63,7 @@ void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
     if (len == 10 && std::strncmp(env, "persistent", 10) == 0)
       c->schedule = FwdSchedule::persistent;
     if (len == 3 && std::strncmp(env, "lpt", 3) == 0) c->schedule = FwdSchedule::lpt;
+    if (len == 4 && std::strncmp(env, "lpts", 4) == 0) c->schedule = FwdSchedule::lpt_snake;
     if (colon != nullptr && std::atoi(colon + 1) > 0) c->ctas = std::atoi(colon + 1);
   }
   if (c->schedule == FwdSchedule::grid) c->ctas = 0;
@@ -122,9 +125,10 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  p.tiles =
-      kernels::PersistentTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
-                                             f.b, heavy_last_m(f), c.schedule == FwdSchedule::lpt);
+  p.tiles = kernels::PersistentTileScheduler::make(
+      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f),
+      c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake,
+      c.schedule == FwdSchedule::lpt_snake);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
