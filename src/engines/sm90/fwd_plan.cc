@@ -53,8 +53,17 @@ struct FwdChoice {
 // FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) overrides the
 // choice, read at plan time: the A/B knob the default was measured with, and (with a small N, the
 // CTA count) a way to make the tests walk many tiles per CTA on small problems.
+//
+// Measured on the H200 (the sweep, bf16, 16k tokens; docs in README.md): persistent beats a CTA
+// per tile wherever the tiles weigh the same (d64 +5..15%, d128 +0..8%, d256 +0..3%, the short
+// sequences most). With heavy tiles (causal), longest first with snake wins at d64 (+3..27%) but
+// not at d128 and d256 (-4% at d128 S 2k, -10% at d256 S 1k, -5% at d256 S 16k): their K and V
+// streams need L2 reuse between the CTAs of a head, which a list with all heads in each pass
+// spreads over every head; the hardware's CTA order keeps them.
 void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
-  c->schedule = heavy_last_m(f) ? FwdSchedule::grid : FwdSchedule::persistent;
+  c->schedule = !heavy_last_m(f)          ? FwdSchedule::persistent
+                : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
+                                          : FwdSchedule::grid;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
   if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
     const char* colon = std::strchr(env, ':');
