@@ -6,7 +6,8 @@
 // against it.
 //
 // The scores and their (row, col) within the tile come as row/col views, which each architecture
-// supplies for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment).
+// supplies for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment; sm90:
+// sm90::gmma_row_col of a GMMA accumulator).
 #pragma once
 
 #include <cute/tensor.hpp>

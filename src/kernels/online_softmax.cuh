@@ -1,6 +1,7 @@
 // Online softmax over the rows one thread holds of a tensor-core accumulator, in fp32, in base 2.
 // The scores and O come as row/col views, which each architecture supplies for its accumulator
-// layout (sm80: kernels::acc_row_col of an m16n8 fragment); the rows of both layouts are shared
+// layout (sm80: kernels::acc_row_col of an m16n8 fragment; sm90: sm90::gmma_row_col of a GMMA
+// accumulator); the rows of both layouts are shared
 // by the four lanes of a quad (quad_max, quad_sum).
 //
 // The scores handed to update() are in some unit u; score * scale_log2 is in log2 units (the plain
@@ -27,6 +28,7 @@ namespace floe::kernels {
 
 template <int kRows>
 struct OnlineSoftmax {
+  static constexpr int kRowCount = kRows;
   float row_max[kRows];
   float row_sum[kRows];
 
@@ -43,10 +45,48 @@ struct OnlineSoftmax {
   // rescaled to the new max.
   template <class S, class O>
   __device__ __forceinline__ void update(S&& s, O&& o, float scale_log2) {
-    using namespace cute;
-    static_assert(decltype(size<0>(s))::value == kRows, "row count mismatch");
     float correction[kRows];
     float max_scaled[kRows];
+    const bool grew = update_max(s, scale_log2, correction, max_scaled);
+    // O only needs rescaling when some row's max grew; once the maxima settle (long rows) most
+    // tiles skip it. Decided per warp so the branch stays uniform.
+    rescale_o(o, correction, __any_sync(0xffffffffu, grew));
+    exponentiate(s, scale_log2, max_scaled);
+  }
+
+  // update() split for a main loop that overlaps the softmax of tile t with P_{t-1} V_{t-1}
+  // (sm90): the scores become P and the sums follow the new max now; O, still being accumulated,
+  // takes correction[] later through rescale_o(o, correction, grew) with the returned warp-
+  // uniform flag.
+  template <class S>
+  __device__ __forceinline__ bool scores_to_p(S&& s, float scale_log2, float (&correction)[kRows]) {
+    float max_scaled[kRows];
+    const bool grew = update_max(s, scale_log2, correction, max_scaled);
+    exponentiate(s, scale_log2, max_scaled);
+    return __any_sync(0xffffffffu, grew);
+  }
+
+  // O *= correction per row, when `grew` (uniform across the warp).
+  template <class O>
+  __device__ __forceinline__ static void rescale_o(O&& o, const float (&correction)[kRows],
+                                                   bool grew) {
+    using namespace cute;
+    if (grew) {
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
+      }
+    }
+  }
+
+  // The rows' new max (scaled, for the exponent) and the factor the old sums and O take; the sums
+  // are rescaled here. True when one of this thread's rows grew.
+  template <class S>
+  __device__ __forceinline__ bool update_max(S&& s, float scale_log2, float (&correction)[kRows],
+                                             float (&max_scaled)[kRows]) {
+    using namespace cute;
+    static_assert(decltype(size<0>(s))::value == kRows, "row count mismatch");
     bool grew = false;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -63,20 +103,19 @@ struct OnlineSoftmax {
       max_scaled[r] = mx == -INFINITY ? 0.f : mx * scale_log2;
       // On a row's first visible tile the old max is -inf: the factor is 2^-inf = 0, and l and
       // O are 0 anyway. An unchanged max gives exactly 1, so l and O stay consistent when the
-      // rescale of O is skipped below.
+      // rescale of O is skipped.
       correction[r] = row_grew ? fast_exp2(row_max[r] * scale_log2 - max_scaled[r]) : 1.f;
       row_max[r] = mx;
       row_sum[r] *= correction[r];
     }
-    // O only needs rescaling when some row's max grew; once the maxima settle (long rows) most
-    // tiles skip it. Decided per warp so the branch stays uniform.
-    if (__any_sync(0xffffffffu, grew)) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
-      }
-    }
+    return grew;
+  }
+
+  // Scores -> P = 2^(s*scale_log2 - max_scaled), summed into the rows' sums.
+  template <class S>
+  __device__ __forceinline__ void exponentiate(S&& s, float scale_log2,
+                                               const float (&max_scaled)[kRows]) {
+    using namespace cute;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       float sum0 = 0.f, sum1 = 0.f;

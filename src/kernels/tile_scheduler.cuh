@@ -68,6 +68,64 @@ struct QueryTileScheduler {
   }
 };
 
+// Persistent (query tile, query head, batch) scheduling: a grid of at most `ctas` CTAs (the SM
+// count: one resident CTA each), each walking a list of the tiles from position blockIdx.x in
+// steps of gridDim.x, so that a CTA pays its prologue once and its next tile's loads run under
+// its previous tile's epilogue. A static order, no workspace: a CTA's tiles follow from its index.
+// With a grid of one CTA per tile it is QueryTileScheduler's grid.
+//
+// The list: QueryTileScheduler's order (tile fastest, so the tiles in flight at one time share
+// heads and their K and V in L2; with heavy_last_m a head's tiles last-first), or with lpt
+// longest first over all heads: the query tile is the slowest index, highest first, heads and
+// batches fastest. LPT only matters where later query tiles see more keys (heavy_last_m), and a
+// static LPT order balances only as well as a CTA's share of each weight is even; the one-tile-
+// per-CTA grid, whose CTAs the hardware hands out as SMs free up, is its yardstick.
+struct PersistentTileScheduler {
+  struct Params {
+    QueryTileScheduler::Params list;  // the decode without lpt (and the divisors by tiles, Hq)
+    FastDivisor heads_batches;        // by Hq * B: the lpt decode
+    uint32_t tiles = 0;               // query tiles of all heads and batches (below 2^31)
+    bool lpt = false;
+    bool snake = false;  // every other pass over the list runs the CTAs in reverse
+  };
+  static Params make(int64_t m_blocks, int64_t h_q, int64_t b, bool heavy_last_m, bool lpt,
+                     bool snake = false) {
+    Params p;
+    p.lpt = lpt && heavy_last_m;
+    p.snake = snake;
+    p.list = QueryTileScheduler::make(m_blocks, h_q, heavy_last_m && !p.lpt);
+    p.heads_batches = divisor_of(h_q * b);
+    p.tiles = static_cast<uint32_t>(m_blocks * h_q * b);
+    return p;
+  }
+  // CTAs of the grid: `ctas` (<= 0: one per tile), never more than the tiles.
+  static int64_t grid(const Params& p, int64_t ctas) {
+    return ctas > 0 && ctas < int64_t{p.tiles} ? ctas : int64_t{p.tiles};
+  }
+  static size_t workspace_bytes(const Params&) { return 0; }
+
+  // The position in the list of CTA `cta`'s k-th tile (>= tiles: it has no more): cta + k * grid,
+  // or with snake grid - 1 - cta + k * grid in odd passes, so that over two passes of a list
+  // sorted by weight each CTA's share is about even (a static LPT order otherwise gives CTA 0
+  // the heaviest tile of every pass).
+  FLOE_HD static uint32_t position(const Params& p, uint32_t cta, uint32_t grid, uint32_t k) {
+    return k * grid + (p.snake && (k & 1) != 0 ? grid - 1 - cta : cta);
+  }
+
+  // The tile at position `linear` of the list (linear < tiles).
+  FLOE_HD static QueryTile tile(const Params& p, uint32_t linear) {
+    if (!p.lpt) return QueryTileScheduler::tile(p.list, linear);
+    const uint32_t from_top = p.heads_batches.div(linear);
+    const uint32_t hb = linear - from_top * p.heads_batches.d;
+    const uint32_t b = p.list.h_q.div(hb);
+    QueryTile q;
+    q.m_block = static_cast<int>(p.list.m_blocks.d - 1 - from_top);
+    q.h = static_cast<int>(hb - b * p.list.h_q.d);
+    q.b = static_cast<int>(b);
+    return q;
+  }
+};
+
 struct BiasTile {
   int m_block, n_block;  // query tile, key tile
   int h, b;              // the bias's head and batch (0 where it broadcasts)

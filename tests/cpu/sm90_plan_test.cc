@@ -5,6 +5,7 @@
 // own reason; the tests accept that, so they hold for both kernel sets.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,34 @@ TEST(Sm90Plan, ServesNativeForwardProblemsOnSm90AndNamesTheTile) {
     EXPECT_NE(text.find("plan: sm90_fwd_d"), std::string::npos) << text;
     EXPECT_NE(text.find(": tile d"), std::string::npos) << text;
   }
+}
+
+// How the CTAs take the tiles (fwd_plan.cc, measured): persistent (one CTA per SM) where the tiles
+// weigh the same, a CTA per tile for causal d128 (K and V reuse in L2 between a head's CTAs). The
+// plan line names the grid and the schedule.
+TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
+  if (std::getenv("FLOE_SM90_FWD_SCHEDULE") != nullptr) GTEST_SKIP() << "schedule overridden";
+  const Target h100 = Target::cuda_arch(90);
+  const Problem plain = Problem::forward(Shape{4, 16, 16, 4096, 4096, 128, 128}, DType::bf16);
+  auto plan = Plan::build(plain, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  if (plan->engine() != "sm90") GTEST_SKIP() << "sm90 d128 bf16 not built";
+  const std::string sms = std::to_string(h100.sm_count) + " CTAs (persistent, 2048 query tiles)";
+  EXPECT_NE(plan->explain().find(sms), std::string::npos) << plan->explain();
+
+  Problem causal = plain;
+  causal.set_mask(Mask{MaskAlign::top_left, std::nullopt, 0});
+  plan = Plan::build(causal, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find("2048 CTAs (a CTA per query tile, 2048 query tiles)"),
+            std::string::npos)
+      << plan->explain();
+
+  // Fewer tiles than SMs: one CTA each.
+  plan = Plan::build(Problem::forward(Shape{1, 2, 2, 300, 300, 128, 128}, DType::bf16), h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find("6 CTAs (persistent, 6 query tiles)"), std::string::npos)
+      << plan->explain();
 }
 
 TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {

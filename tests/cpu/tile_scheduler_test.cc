@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -67,6 +68,64 @@ TEST(TileScheduler, QueryTilesMatchTheDivisionTheyReplace) {
           EXPECT_TRUE(seen.insert({t.m_block, t.h, t.b}).second) << "linear " << i;
         }
       });
+    }
+  }
+}
+
+// The persistent scheduler: the CTAs of any grid together walk every tile exactly once (CTA c
+// takes positions c, c + grid, ..., or grid - 1 - c in odd passes with snake); without lpt the list
+// is QueryTileScheduler's; with lpt (only where heavy_last_m) the query tiles come highest first
+// over all heads and batches.
+TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
+  using kernels::PersistentTileScheduler;
+  std::mt19937_64 rng(17);
+  for (const Dims& d : shapes(rng)) {
+    if (d.tiles * d.heads * d.batch > 20000) continue;
+    for (bool heavy_last : {false, true}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool lpt = variant & 1, snake = variant & 2;
+        const PersistentTileScheduler::Params p =
+            PersistentTileScheduler::make(d.tiles, d.heads, d.batch, heavy_last, lpt, snake);
+        const int64_t n = d.tiles * d.heads * d.batch;
+        ASSERT_EQ(int64_t{p.tiles}, n);
+        EXPECT_EQ(PersistentTileScheduler::workspace_bytes(p), 0u);
+        EXPECT_EQ(PersistentTileScheduler::grid(p, 0), n);
+        const QueryTileScheduler::Params one =
+            QueryTileScheduler::make(d.tiles, d.heads, heavy_last);
+        for (int64_t ctas : {int64_t{1}, int64_t{3}, int64_t{132}, n + 5}) {
+          const int64_t grid = PersistentTileScheduler::grid(p, ctas);
+          ASSERT_EQ(grid, std::min(ctas, n));
+          std::set<std::tuple<int, int, int>> seen;
+          for (int64_t c = 0; c < grid; ++c) {
+            for (uint32_t k = 0;; ++k) {
+              const int64_t i = PersistentTileScheduler::position(p, static_cast<uint32_t>(c),
+                                                                  static_cast<uint32_t>(grid), k);
+              if (i >= n) break;
+              ASSERT_EQ(i, k * grid + (snake && (k & 1) ? grid - 1 - c : c));
+              const kernels::QueryTile t =
+                  PersistentTileScheduler::tile(p, static_cast<uint32_t>(i));
+              ASSERT_TRUE(t.m_block >= 0 && t.m_block < d.tiles && t.h >= 0 && t.h < d.heads &&
+                          t.b >= 0 && t.b < d.batch)
+                  << "linear " << i;
+              EXPECT_TRUE(seen.insert({t.m_block, t.h, t.b}).second) << "linear " << i;
+              if (!(lpt && heavy_last)) {
+                const kernels::QueryTile q =
+                    QueryTileScheduler::tile(one, static_cast<uint32_t>(i));
+                ASSERT_TRUE(q.m_block == t.m_block && q.h == t.h && q.b == t.b) << "linear " << i;
+              }
+            }
+          }
+          EXPECT_EQ(static_cast<int64_t>(seen.size()), n);
+          if (lpt && heavy_last) {
+            int prev_m = INT32_MAX;
+            for (int64_t i = 0; i < n; ++i) {
+              const int m = PersistentTileScheduler::tile(p, static_cast<uint32_t>(i)).m_block;
+              ASSERT_LE(m, prev_m) << "linear " << i << ": not longest first";
+              prev_m = m;
+            }
+          }
+        }
+      }
     }
   }
 }

@@ -30,11 +30,15 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  softmax.finalize(p.scale_log2, factor, lse);
+  softmax.finalize(p.score.scale_log2, false, 0.f, factor, lse);  // no sink yet
 
   // Registers -> shared: two neighbouring columns a 4-byte store (the swizzle moves 16-byte
   // pieces, so a pair stays contiguous).
-  Tensor sO = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
+  Tensor sO =
+      make_tensor(make_smem_ptr(T::kOwnO ? ss.o.data() : ss.q.data()), typename T::SmemLayoutQ{});
+  const int wg = ctid / 128, tid = ctid % 128;
+  // O's own buffer: the warpgroup's previous tile may still be reading its rows (below).
+  if constexpr (T::kOwnO) cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
   float* stats_bh =
       p.stats == nullptr ? nullptr : p.stats + b * p.stats_strides.b + h * p.stats_strides.h;
   CUTE_UNROLL
@@ -51,7 +55,6 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
       stats_bh[(m0 + row) * p.stats_strides.s] = valid ? lse[r] : -INFINITY;
     }
   }
-  const int wg = ctid / 128, tid = ctid % 128;
   cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
 
   // Shared -> global: this warpgroup's 64 rows, 16 bytes a thread, rows past s_q skipped.

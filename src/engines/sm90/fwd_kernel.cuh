@@ -1,8 +1,15 @@
-// sm90 forward: the kernel. One CTA per (query tile, head, batch) (kernels/tile_scheduler.cuh),
-// three warpgroups: warpgroup 0 produces (one thread issues every TMA; its registers drop to
-// kProducerRegs), warpgroups 1 and 2 consume (kConsumerRegs each), 64 query rows each.
-// Lengths are the batch's actual ones, read on the device (P6); a CTA whose rows are all past the
-// batch's query length, or that sees no key, loads nothing and writes O = 0 and its stats.
+// sm90 forward: the kernel. Each CTA walks the query tiles (query tile, head, batch) the
+// persistent scheduler gives it (kernels/tile_scheduler.cuh): one each when the grid has a CTA
+// per tile, several when the grid is the SM count. Three warpgroups (four at d64): warpgroup 0
+// produces (one thread issues every TMA; its registers drop to kProducerRegs), the others consume
+// (kConsumerRegs each), 64 query rows each. Lengths are the batch's actual ones, read on the
+// device (P6); a tile whose rows are all past the batch's query length, or that sees no key, loads
+// nothing and writes O = 0 and its stats.
+//
+// Across a CTA's tiles the K and V rings keep turning (both roles count the key tiles they have
+// passed), so the producer loads the next tile's first K and V while the consumers finish the
+// previous tile; the Q buffer has a full and an empty barrier, released once the tile's products
+// are done where the epilogue stages O in a buffer of its own (else after the epilogue).
 //
 // Built for sm_90a only: the body is compiled where the arch-specific features exist
 // (__CUDA_ARCH_FEAT_SM90_ALL) and is empty in any other device pass, so that the build's other
@@ -16,12 +23,37 @@
 #include "engines/sm90/fwd_epilogue.cuh"
 #include "engines/sm90/fwd_mainloop.cuh"
 #include "engines/sm90/fwd_params.h"
-#include "engines/sm90/fwd_softmax.cuh"
 #include "engines/sm90/fwd_traits.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/online_softmax.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
+
+using FwdScheduler = kernels::PersistentTileScheduler;
+
+// What both roles derive from a tile's position in the list: recomputed by each (a few integer
+// operations and two length reads), so that nothing but the position and the rings' count is
+// carried from one tile to the next.
+struct FwdTileWork {
+  kernels::QueryTile tile;
+  int m0, sq_b, skv_b;
+  kernels::KeyTiles kt;
+};
+
+template <class T>
+__device__ __forceinline__ FwdTileWork fwd_tile_work(const FwdParams& p, uint32_t linear) {
+  FwdTileWork w;
+  w.tile = FwdScheduler::tile(p.tiles, linear);
+  w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
+  w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
+  w.m0 = w.tile.m_block * T::kBlockM;
+  if (w.m0 < w.sq_b) {
+    w.kt = kernels::key_tiles(p.score.mask, p.score.has_mask, w.m0,
+                              min(w.m0 + T::kBlockM, w.sq_b) - 1, w.sq_b, w.skv_b, T::kBlockN);
+  }
+  return w;
+}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_constant__ FwdParams p) {
@@ -34,6 +66,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
 
   if (tid == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&ss.q_empty, T::kConsumerThreads);
     CUTE_UNROLL
     for (int s = 0; s < T::kStages; ++s) {
       cutlass::arch::ClusterTransactionBarrier::init(&ss.k_full[s], 1);
@@ -43,37 +76,61 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     }
     cutlass::arch::fence_barrier_init();
   }
-
-  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
-  const int sq_b = p.lens.q_len(tile.b, p.s_q), skv_b = p.lens.kv_len(tile.b, p.s_kv);
-  const int m0 = tile.m_block * T::kBlockM;
-  kernels::KeyTiles kt;
-  if (m0 < sq_b) {
-    kt = kernels::key_tiles(p.mask, p.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1, sq_b, skv_b,
-                            T::kBlockN);
-  }
-  const TileOrder order(kt);
   __syncthreads();  // the barriers are initialised
 
+  // j: this CTA's tiles so far (the Q barriers' phase); it: key tiles through the rings so far.
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
-    if (tid == 0 && !kt.empty()) {
-      const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(tile.h)));
-      FwdMainloop<T>::load(p, ss, m0, tile.h, h_kv, tile.b, order);
+    if (tid == 0) {
+      int it = 0;
+      for (uint32_t j = 0;; ++j) {
+        const uint32_t linear = FwdScheduler::position(p.tiles, blockIdx.x, gridDim.x, j);
+        if (linear >= p.tiles.tiles) break;
+        const FwdTileWork w = fwd_tile_work<T>(p, linear);
+        if (w.kt.empty()) {
+          // No load, but the Q barriers still turn: the consumers pass them, writing O = 0.
+          Barrier::wait(&ss.q_empty, (j & 1) ^ 1);
+          TxBarrier::arrive(&ss.q_full);
+          continue;
+        }
+        const TileOrder order(w.kt);
+        const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(w.tile.h)));
+        FwdMainloop<T>::load(p, ss, w.m0, w.tile.h, h_kv, w.tile.b, order, it, j & 1);
+        it += order.n_tiles;
+      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-    const int ctid = tid - 128;
-    typename T::MmaPV mma_pv;
-    Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::D>{});
-    clear(acc_o);
-    constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
-    FwdSoftmax<kRows> softmax;
-    softmax.init();
-    if (!kt.empty()) {
-      FwdMainloop<T>::compute(p, ss, ctid, m0, skv_b, kt, order, acc_o, softmax);
+    int it = 0;
+    for (uint32_t j = 0;; ++j) {
+      const uint32_t linear = FwdScheduler::position(p.tiles, blockIdx.x, gridDim.x, j);
+      if (linear >= p.tiles.tiles) break;
+      // Opaque per tile: the addresses and coordinates derived from the thread index (mask,
+      // epilogue) are recomputed in each tile rather than hoisted out of the loop, where they
+      // would stay live beside the accumulators and spill.
+      const int ctid = kernels::opaque(tid - 128);
+      const FwdTileWork w = fwd_tile_work<T>(p, linear);
+      typename T::MmaPV mma_pv;
+      Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::D>{});
+      clear(acc_o);
+      constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
+      kernels::OnlineSoftmax<kRows> softmax;
+      softmax.init();
+      TxBarrier::wait(&ss.q_full, j & 1);
+      if (!w.kt.empty()) {
+        const TileOrder order(w.kt);
+        FwdMainloop<T>::compute(p, ss, ctid, w.m0, w.skv_b, w.kt, order, it, acc_o, softmax);
+        it += order.n_tiles;
+      }
+      // The products are done with Q: where O has a buffer of its own, the next Q loads under the
+      // epilogue; else the epilogue's accesses (generic proxy) come before the next Q's TMA write.
+      if constexpr (T::kOwnO) Barrier::arrive(&ss.q_empty);
+      fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, w.sq_b, acc_o, softmax);
+      if constexpr (!T::kOwnO) {
+        cutlass::arch::fence_view_async_shared();
+        Barrier::arrive(&ss.q_empty);
+      }
     }
-    fwd_epilogue<T>(p, ss, ctid, m0, tile.h, tile.b, sq_b, acc_o, softmax);
   }
 #endif
 }

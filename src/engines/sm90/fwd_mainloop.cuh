@@ -16,10 +16,10 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
 
-#include "engines/sm90/fwd_mask.cuh"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/gmma_fragment.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/mask.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -59,27 +59,41 @@ struct FwdMainloop {
   static constexpr uint64_t kCacheHint =
       static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
-  // One thread. h_kv: the kv head; the order of tiles is the consumers'.
+  // One thread, one query tile. h_kv: the kv head; the order of tiles is the consumers'. it0: the
+  // key tiles the rings have carried before this query tile (the CTA's earlier tiles), so stage
+  // and phase continue where they left off. q_phase: the parity the Q buffer's empty barrier
+  // completes for this tile. K and V of the first key tile go first: their stages free up under
+  // the previous tile's last products, while the Q buffer waits for its epilogue.
   __device__ __forceinline__ static void load(const FwdParams& p, Storage& ss, int m0, int h,
-                                              int h_kv, int b, const TileOrder& order) {
-    TxBarrier::arrive_and_expect_tx(&ss.q_full, T::kQBytes);
-    cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full, kCacheHint, ss.q.data(), 0, m0, 0, h, b);
-    constexpr int kStageElems = T::kBlockN * T::kD;
+                                              int h_kv, int b, const TileOrder& order, int it0,
+                                              uint32_t q_phase) {
     for (int t = 0; t < order.n_tiles; ++t) {
-      const int stage = t % kStages;
-      const uint32_t phase = (t / kStages) & 1;
+      const int i = it0 + t;
+      const int stage = i % kStages;
+      const uint32_t phase = (i / kStages) & 1;
       const int n0 = order.at(t) * T::kBlockN;
+      constexpr int kStageElems = T::kBlockN * T::kD;
       // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
       // first pass over the ring does not wait.
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
                                    ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+      if (t == 0) load_q(p, ss, m0, h, b, q_phase);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kKVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
                                    ss.v.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
     }
+  }
+
+  // The Q tile, once the consumers are done with the buffer (their previous tile's epilogue
+  // stages O in it).
+  __device__ __forceinline__ static void load_q(const FwdParams& p, Storage& ss, int m0, int h,
+                                                int b, uint32_t q_phase) {
+    Barrier::wait(&ss.q_empty, q_phase ^ 1);
+    TxBarrier::arrive_and_expect_tx(&ss.q_full, T::kQBytes);
+    cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full, kCacheHint, ss.q.data(), 0, m0, 0, h, b);
   }
 
   // V rows past the batch's key length hold whatever the tensor holds there (TMA zero-fills only
@@ -101,10 +115,11 @@ struct FwdMainloop {
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
   }
 
+  // it0: as in load(); the caller has waited for the Q tile.
   template <class AccO, class Softmax>
   __device__ __forceinline__ static void compute(const FwdParams& p, Storage& ss, int ctid, int m0,
                                                  int skv_b, const kernels::KeyTiles& kt,
-                                                 const TileOrder& order, AccO& acc_o,
+                                                 const TileOrder& order, int it0, AccO& acc_o,
                                                  Softmax& softmax) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
@@ -122,31 +137,31 @@ struct FwdMainloop {
         make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
 
     const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
-    const float scale_log2 = p.scale_log2;
+    const float scale_log2 = p.score.scale_log2;
 
     // S = Q K_t^T, issued (the caller waits).
     auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
-      const int stage = t % kStages;
-      TxBarrier::wait(&ss.k_full[stage], (t / kStages) & 1);
+      const int stage = (it0 + t) % kStages;
+      TxBarrier::wait(&ss.k_full[stage], ((it0 + t) / kStages) & 1);
       gmma<true>(mma_qk, tSrQ, tSrK(_, _, _, stage), acc_s);
     };
     // O += P_t V_t, issued (the caller waits).
     auto issue_pv = [&](int t, auto& tOrP) __attribute__((always_inline)) {
-      const int stage = t % kStages;
-      TxBarrier::wait(&ss.v_full[stage], (t / kStages) & 1);
+      const int stage = (it0 + t) % kStages;
+      TxBarrier::wait(&ss.v_full[stage], ((it0 + t) / kStages) & 1);
       gmma<false>(mma_pv, tOrP, tOrV(_, _, _, stage), acc_o);
     };
     auto release_k = [&](int t) __attribute__((always_inline)) {
-      Barrier::arrive(&ss.k_empty[t % kStages]);
+      Barrier::arrive(&ss.k_empty[(it0 + t) % kStages]);
     };
     auto release_v = [&](int t) __attribute__((always_inline)) {
-      Barrier::arrive(&ss.v_empty[t % kStages]);
+      Barrier::arrive(&ss.v_empty[(it0 + t) % kStages]);
     };
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       constexpr int kMask = decltype(kind)::value;
-      if constexpr (kMask != kNoMask) {
-        mask_scores<kMask>(acc_s, tScS, m0, order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi,
-                           skv_b);
+      if constexpr (kMask != kernels::kNoMask) {
+        kernels::mask_scores<kMask>(gmma_row_col(acc_s), gmma_row_col(tScS), m0,
+                                    order.at(t) * T::kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
       }
     };
 
@@ -175,8 +190,6 @@ struct FwdMainloop {
     };
     if (wg == 1) pass_turn();
 
-    TxBarrier::wait(&ss.q_full, 0);
-
     // The first tile alone: O is still zero, so nothing overlaps its softmax.
     auto first = [&](auto kind) __attribute__((always_inline)) {
       Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
@@ -187,12 +200,12 @@ struct FwdMainloop {
       release_k(0);
       // Padding rows of V are zeroed here, outside the turns (both warpgroups meet at a barrier).
       if (pad_kv) {
-        TxBarrier::wait(&ss.v_full[0], 0);
-        zero_v_rows(ss, 0, skv_b - order.at(0) * T::kBlockN, ctid);
+        TxBarrier::wait(&ss.v_full[it0 % kStages], (it0 / kStages) & 1);
+        zero_v_rows(ss, it0 % kStages, skv_b - order.at(0) * T::kBlockN, ctid);
       }
       mask(acc_s, 0, kind);
       float correction[Softmax::kRowCount];
-      softmax.scores_to_p(acc_s, scale_log2, correction);
+      softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
       to_p(acc_s);
     };
     // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
@@ -208,11 +221,11 @@ struct FwdMainloop {
       release_k(t);
       mask(acc_s, t, kind);
       float correction[Softmax::kRowCount];
-      const bool grew = softmax.scores_to_p(acc_s, scale_log2, correction);
+      const bool grew = softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
       warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
       warpgroup_fence_operand(rP);
       release_v(t - 1);
-      Softmax::rescale_o(acc_o, correction, grew);
+      Softmax::rescale_o(gmma_row_col(acc_o), correction, grew);
       to_p(acc_s);
     };
 
@@ -220,22 +233,22 @@ struct FwdMainloop {
     // decided once, a loop for each; then the unmasked tiles, with no mask code.
     const bool one_sided = kt.begin * T::kBlockN - (m0 + T::kBlockM - 1) >= kt.diag_lo;
     if (order.n_masked == 0) {
-      first(Int<kNoMask>{});
+      first(Int<kernels::kNoMask>{});
     } else if (one_sided) {
-      first(Int<kMaskRight>{});
+      first(Int<kernels::kMaskRight>{});
     } else {
-      first(Int<kMaskBand>{});
+      first(Int<kernels::kMaskBand>{});
     }
     int t = 1;
     if (one_sided) {
       CUTE_NO_UNROLL
-      for (; t < order.n_masked; ++t) step(t, Int<kMaskRight>{});
+      for (; t < order.n_masked; ++t) step(t, Int<kernels::kMaskRight>{});
     } else {
       CUTE_NO_UNROLL
-      for (; t < order.n_masked; ++t) step(t, Int<kMaskBand>{});
+      for (; t < order.n_masked; ++t) step(t, Int<kernels::kMaskBand>{});
     }
     CUTE_NO_UNROLL
-    for (; t < order.n_tiles; ++t) step(t, Int<kNoMask>{});
+    for (; t < order.n_tiles; ++t) step(t, Int<kernels::kNoMask>{});
 
     warpgroup_fence_operand(rP);
     take_turn();

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "engines/sm90/tma_descriptor.h"
-#include "kernels/band_mask.h"
 #include "kernels/fast_divisor.h"
+#include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
@@ -26,14 +26,13 @@ struct FwdParams {
   kernels::Strides3 o_strides, stats_strides;
 
   int32_t s_q = 0, s_kv = 0;
-  // p = exp2(qk * scale_log2 - max * scale_log2): the scale folds into one FFMA per score.
-  float scale_log2 = 0.f;
-  kernels::BandMask mask;  // unset bounds: unbounded; the offset uses the batch's actual lengths
-  bool has_mask = false;   // any bound set
+  // Scale and band (no softcap yet: the planner declines it). p = exp2(qk * scale_log2 - max *
+  // scale_log2): the scale folds into one FFMA per score.
+  kernels::ScoreParams score;
 
-  // CTA index -> query tile, head, batch (heavy tiles first for right-bounded bands); query
-  // head -> kv head (h / group).
-  kernels::QueryTileScheduler::Params tiles;
+  // A CTA's tiles (query tile, head, batch): from blockIdx.x in steps of gridDim.x (one per CTA,
+  // or persistent); query head -> kv head (h / group).
+  kernels::PersistentTileScheduler::Params tiles;
   kernels::FastDivisor group_div;
 };
 

@@ -4,6 +4,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_params.h"
@@ -16,10 +18,65 @@
 namespace floe::detail::sm90 {
 namespace {
 
+// How the CTAs take the query tiles (fwd_kernel.cuh, kernels/tile_scheduler.cuh): one CTA per
+// tile (the hardware hands them out as SMs free up), or one CTA per SM walking a static list
+// (persistent: one prologue per CTA, the next tile's loads under the previous epilogue), the
+// list in QueryTileScheduler's order or longest first (lpt).
+enum class FwdSchedule { grid, persistent, lpt, lpt_snake };
+
+const char* to_string(FwdSchedule s) {
+  switch (s) {
+    case FwdSchedule::grid:
+      return "a CTA per query tile";
+    case FwdSchedule::persistent:
+      return "persistent";
+    case FwdSchedule::lpt:
+      return "persistent, longest first";
+    case FwdSchedule::lpt_snake:
+      return "persistent, longest first, snake";
+  }
+  return "";
+}
+
+// Later query tiles see more keys: a band bounded on the right only (causal and the like).
+bool heavy_last_m(const Facts& f) {
+  return f.mask.right.has_value() && !f.mask.left.has_value();
+}
+
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
   const FwdKernel* kernel = nullptr;
+  FwdSchedule schedule = FwdSchedule::grid;
+  int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
 };
+
+// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) overrides the
+// choice, read at plan time: the A/B knob the default was measured with, and (with a small N, the
+// CTA count) a way to make the tests walk many tiles per CTA on small problems.
+//
+// Measured on the H200 (the sweep, bf16, 16k tokens; docs in README.md): persistent beats a CTA
+// per tile wherever the tiles weigh the same (d64 +5..15%, d128 +0..8%, d256 +0..3%, the short
+// sequences most). With heavy tiles (causal), longest first with snake wins at d64 (+3..27%) but
+// not at d128 and d256 (-4% at d128 S 2k, -10% at d256 S 1k, -5% at d256 S 16k): their K and V
+// streams need L2 reuse between the CTAs of a head, which a list with all heads in each pass
+// spreads over every head; the hardware's CTA order keeps them.
+void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
+  c->schedule = !heavy_last_m(f)          ? FwdSchedule::persistent
+                : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
+                                          : FwdSchedule::grid;
+  c->ctas = target.sm_count > 0 ? target.sm_count : 1;
+  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
+    const char* colon = std::strchr(env, ':');
+    const size_t len = colon != nullptr ? static_cast<size_t>(colon - env) : std::strlen(env);
+    if (len == 4 && std::strncmp(env, "grid", 4) == 0) c->schedule = FwdSchedule::grid;
+    if (len == 10 && std::strncmp(env, "persistent", 10) == 0)
+      c->schedule = FwdSchedule::persistent;
+    if (len == 3 && std::strncmp(env, "lpt", 3) == 0) c->schedule = FwdSchedule::lpt;
+    if (len == 4 && std::strncmp(env, "lpts", 4) == 0) c->schedule = FwdSchedule::lpt_snake;
+    if (colon != nullptr && std::atoi(colon + 1) > 0) c->ctas = std::atoi(colon + 1);
+  }
+  if (c->schedule == FwdSchedule::grid) c->ctas = 0;
+}
 
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
@@ -60,6 +117,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " KB of shared memory per block; the device allows " +
            std::to_string(target.smem_per_block_optin / 1024) + " KB";
   }
+  choose_schedule(f, target, &c);
   if (out != nullptr) *out = c;
   return "";
 }
@@ -72,13 +130,14 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.s_q = static_cast<int32_t>(f.s_q);
   p.s_kv = static_cast<int32_t>(f.s_kv);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.mask = kernels::BandMask::from(f.mask);
-  p.has_mask = f.mask.is_band();
+  p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.score.mask = kernels::BandMask::from(f.mask);
+  p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  // Bounded on the right only (causal and the like): later query tiles see more keys.
-  p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
-                                              f.mask.right.has_value() && !f.mask.left.has_value());
+  p.tiles = kernels::PersistentTileScheduler::make(
+      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f),
+      c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake,
+      c.schedule == FwdSchedule::lpt_snake);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
@@ -86,13 +145,14 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
 class Sm90ForwardPlan final : public LaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
-                  unsigned grid)
+                  FwdSchedule schedule, unsigned grid)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, kernel->block_m)),
         k_(tma_tensor(f, TensorId::k, kernel->block_n)),
         v_(tma_tensor(f, TensorId::v, kernel->block_n)),
         kernel_(kernel),
         tile_(tile),
+        schedule_(schedule),
         grid_(grid) {}
 
   // Encodes the three tensor maps (host only: no allocation, no sync), then launches.
@@ -134,7 +194,8 @@ class Sm90ForwardPlan final : public LaunchPlan {
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_m) +
            " queries x " + std::to_string(s.block_n) + " keys, " +
            std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
-           std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs";
+           std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs (" +
+           to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)";
   }
 
  private:
@@ -142,6 +203,7 @@ class Sm90ForwardPlan final : public LaunchPlan {
   TmaTensor q_, k_, v_;
   const FwdKernel* kernel_;
   FwdTile tile_;
+  FwdSchedule schedule_;
   unsigned grid_;
 };
 
@@ -157,11 +219,12 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
     return Status(Code::internal, "sm90 accepted, then declined: " + why);
   }
   const FwdParams params = make_params(facts, c);
+  // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
   const unsigned grid =
-      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
+      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c.ctas));
   if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, grid));
+      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, c.schedule, grid));
 }
 
 }  // namespace floe::detail::sm90

@@ -29,6 +29,7 @@ struct FwdTraitsOf {
   static constexpr int kThreads = kShape.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
+  static constexpr bool kOwnO = kShape.own_o();  // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
 
   using BM = cute::Int<kBlockM>;
@@ -58,7 +59,10 @@ struct FwdTraitsOf {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutKV>> v;
-    alignas(8) uint64_t q_full;
+    // The epilogue's staging of O where it has its own (else Q's buffer; 8 unused elements).
+    alignas(kOwnO ? 1024
+                  : 16) cute::array_aligned<Element, kOwnO ? cute::cosize_v<SmemLayoutQ> : 8> o;
+    alignas(8) uint64_t q_full, q_empty;  // the Q tile (and the epilogue's staging of O)
     uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
