@@ -19,6 +19,8 @@
 
 using namespace floe::detail;
 using namespace floe::detail::sm90;
+using floe::kernels::BandMask;
+namespace kernels = floe::kernels;
 
 #define CK(x)                                                                         \
   do {                                                                                \
@@ -166,11 +168,18 @@ struct Buf {
   }
 };
 
-using T128 = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2>;
-using T128o = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, true, false>;
-using T128d = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, false, true>;
-using T128od = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, 2, true, true>;
-using T64 = BwdTraitsOf<cute::bfloat16_t, 64, 64, 128, 2>;
+// The variant under test (build with -DHV_OVERLAP=0/1 -DHV_DBUF=0/1 -DHV_STAGES=N).
+#ifndef HV_OVERLAP
+#define HV_OVERLAP 1
+#endif
+#ifndef HV_DBUF
+#define HV_DBUF 0
+#endif
+#ifndef HV_STAGES
+#define HV_STAGES 2
+#endif
+using T128 = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF>;
+using T64 = BwdTraitsOf<cute::bfloat16_t, 64, 64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF>;
 
 template <class T>
 struct Runner {
@@ -204,8 +213,10 @@ struct Runner {
     p.o = o;
     p.d_o = dO;
     p.stats = lse;
-    p.seq_len_q = lq;
-    p.seq_len_kv = lkv;
+    p.lens.q = lq;
+    p.lens.kv = lkv;
+    p.lens.q_stride = 1;
+    p.lens.kv_stride = 1;
     p.dq = dq;
     p.dk = dk;
     p.dv = dv;
@@ -237,6 +248,8 @@ struct Runner {
     p.num_m_blocks = (c.sq + T::kBlockM - 1) / T::kBlockM;
     p.num_n_blocks = (c.skv + T::kBlockN - 1) / T::kBlockN;
     p.s_q_pad = p.num_m_blocks * T::kBlockM;
+    p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, c.hq, false);
+    p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, c.hkv);
     grid_rows = p.num_m_blocks * c.hq * c.b;
     grid_main = p.num_n_blocks * c.hkv * c.b;
     CK(cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -245,7 +258,7 @@ struct Runner {
   void launch() {
     bwd_preprocess_kernel<E, T::kBlockM><<<grid_rows, 256>>>(p);
     bwd_kernel<T><<<grid_main, T::kThreads, T::kSmemBytes>>>(p);
-    bwd_dq_convert_kernel<E, T::kBlockM><<<grid_rows, 256>>>(p);
+    bwd_dq_convert_kernel<T><<<grid_rows, T::kConsumerThreads>>>(p);
   }
 };
 
@@ -394,8 +407,9 @@ static bool run_case(const Case& c, std::mt19937& gen, bool time_it) {
     ms /= iters;
     double flops = 2.5 * 4.0 * c.b * c.hq * (double)c.sq * c.skv * c.d;
     if (c.mask) flops /= 2;
-    printf("TIME %s: b%d hq%d hkv%d s%d d%d%s: %.3f ms  %.1f TFLOP/s\n", c.name, c.b, c.hq, c.hkv,
-           c.sq, c.d, c.mask ? " causal" : "", ms, flops / ms / 1e9);
+    printf("TIME ov%d db%d st%d %s: b%d hq%d hkv%d s%d d%d%s: %.3f ms  %.1f TFLOP/s\n", HV_OVERLAP,
+           HV_DBUF, HV_STAGES, c.name, c.b, c.hq, c.hkv, c.sq, c.d, c.mask ? " causal" : "", ms,
+           flops / ms / 1e9);
   }
   for (void* x : {(void*)q.p,   (void*)k.p,  (void*)v.p,   (void*)o.p,   (void*)dO.p,
                   (void*)dq.p,  (void*)dk.p, (void*)dv.p,  (void*)o32.p, (void*)lse.p,
@@ -426,24 +440,22 @@ int main(int argc, char** argv) {
       {"pad-nomask", 2, 4, 2, 256, 256, 128, false, {}, {190, 256}, {256, 70}},
   };
   for (auto& c : cases) fails += !run_case<T128>(c, gen, false);
-  for (auto& c : cases) fails += !run_case<T128o>(c, gen, false);
-  for (auto& c : cases) fails += !run_case<T128d>(c, gen, false);
-  for (auto& c : cases) fails += !run_case<T128od>(c, gen, false);
   std::vector<Case> cases64 = {
       {"d64-plain", 2, 4, 2, 512, 512, 64, false, {}, {}, {}},
       {"d64-causal-br-pad", 2, 4, 1, 200, 500, 64, true, causal_br, {200, 150}, {500, 333}},
+      {"d64-window-pad", 2, 2, 1, 384, 384, 64, true, window, {384, 257}, {300, 384}},
   };
   for (auto& c : cases64) fails += !run_case<T64>(c, gen, false);
-  printf("CHECKS: %d failed\n", fails);
+  printf("CHECKS (overlap %d, dbuf %d, stages %d): %d failed\n", HV_OVERLAP, HV_DBUF, HV_STAGES,
+         fails);
   if (fails == 0) {
-    for (int s : {4096, 16384}) {
-      int b = 16384 / s;
-      run_case<T128>({"d128", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
-      run_case<T128o>({"d128-overlapdq", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
-      run_case<T128d>({"d128-dbufds", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
-      run_case<T128od>({"d128-overlap-dbuf", b, 16, 16, s, s, 128, false, {}, {}, {}}, gen, true);
-      run_case<T128>({"d128", b, 16, 16, s, s, 128, true, causal, {}, {}}, gen, true);
-      run_case<T64>({"d64", b, 16, 16, s, s, 64, false, {}, {}, {}}, gen, true);
+    // 16k tokens, hidden 2048 (floe bench's sweep).
+    for (int s : {1024, 4096, 16384}) {
+      const int b = 16384 / s;
+      for (bool m : {false, true}) {
+        run_case<T128>({"d128", b, 16, 16, s, s, 128, m, causal, {}, {}}, gen, true);
+        run_case<T64>({"d64", b, 32, 32, s, s, 64, m, causal, {}, {}}, gen, true);
+      }
     }
   }
   return fails != 0;

@@ -30,7 +30,7 @@ cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStrea
   using Element = typename T::Element;
   bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
   bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-  bwd_dq_convert_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
+  bwd_dq_convert_kernel<T><<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 

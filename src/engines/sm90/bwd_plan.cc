@@ -13,6 +13,7 @@
 #include "engines/tensor_core_rules.h"
 #include "engines/workspace.h"
 #include "kernels/constants.h"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 namespace {
@@ -113,6 +114,8 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
+  p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
+  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv);
   return p;
 }
 
@@ -216,9 +219,9 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   add_workspace(facts, params, workspace);
   BwdGrids grids;
   grids.query_tiles =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
+      static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
   if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90BackwardPlan>(facts, params, c.kernel, c.tile, grids));

@@ -7,12 +7,16 @@
 //   dV  += P^T dO   RS GMMA, M = keys, N = d, K = queries (dO read MN-major)
 //   dK  += dS^T Q   RS GMMA, the same shape (Q read MN-major)
 //   dQ   = dS K     SS GMMA, M = queries, N = d split between the warpgroups, K = keys
-//                   (dS through shared memory, K read MN-major)
+//                   (dS through shared memory, K read MN-major); its fp32 accumulator goes to
+//                   shared memory in fragment order (below) and is added into the workspace's
+//                   dq_accum by one bulk reduce-add per warpgroup
 // Q, dO, K, V sit in shared memory in the 128-byte-swizzled K-major layout TMA writes
 // (tma_descriptor.h); dS in the same layout, written by the consumers.
 #pragma once
 
+#include <cute/arch/copy_sm90.hpp>
 #include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/copy_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 
@@ -69,6 +73,21 @@ struct BwdTraitsOf {
       cute::make_ordered_layout(cute::Shape<D, BN>{}, cute::Step<cute::_2, cute::_1>{})));
   using SmemLayoutdS =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kDsBuffers>>{}));
+  // dS^T(key, query, buffer) = dS(query, key, buffer): the consumers' dS^T accumulators go there
+  // with transposing stmatrix (4 per thread and visit for 64 x 64).
+  using SmemLayoutdSt = decltype(cute::composition(
+      SmemLayoutdS{}, cute::make_ordered_layout(cute::Shape<BN, BM, cute::Int<kDsBuffers>>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+  using SmemCopydS = decltype(cute::make_tiled_copy_C(
+      cute::Copy_Atom<cute::SM90_U16x8_STSM_T, Element>{}, MmaSdP{}));
+
+  // dQ of one visit in fragment order: warpgroup w's accumulator (kDqFrag floats a thread) at
+  // [w][j][thread][4] for j < kDqFrag / 4, so that each thread stores float4s a warp writes as
+  // 512 contiguous bytes (no bank conflict), and the half is one contiguous run for the bulk
+  // reduce-add. dq_accum holds each query tile in the same order (bwd_dq_convert.cuh undoes it).
+  static constexpr int kDqHalfFloats = kBlockM * kD / kConsumerWarpgroups;
+  static constexpr int kDqFrag = kDqHalfFloats / 128;
+  static_assert(kDqFrag % 4 == 0, "float4 stores of the dQ fragment");
 
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
@@ -76,10 +95,12 @@ struct BwdTraitsOf {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> v;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>> ds;
+    alignas(128) float dq[kConsumerWarpgroups * kDqHalfFloats];
     alignas(16) float lse[kStages][kBlockM];
     alignas(16) float delta[kStages][kBlockM];
     alignas(8) uint64_t kv_full;
     uint64_t q_full[kStages], do_full[kStages], q_empty[kStages], do_empty[kStages];
+    uint64_t dq_full[kConsumerWarpgroups], dq_empty[kConsumerWarpgroups];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
 
