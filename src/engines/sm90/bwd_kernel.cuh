@@ -296,13 +296,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     warpgroup_fence_operand(rP);
     warpgroup_fence_operand(rdS);
     gmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-    gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+    if constexpr (!T::kDqBeforeDk) gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
 
     // dS to shared memory for dQ = dS K (under the dV and dK products), once the previous
     // visit's dQ product has read it (with two dS buffers, the barrier of the visit before
     // already says so). kOverlapDq: dQ is issued while dV and dK are in flight (more registers
-    // live: d128 spills 248 bytes, and is still 7% faster on the H200); else only once they are
-    // done, so that P and dS in registers are dead while its accumulator lives (200 bytes).
+    // live; 7% faster on the H200 in B1, when both variants spilled); else only once they are
+    // done, so that P and dS in registers are dead while its accumulator lives.
     if constexpr (!T::kDoubleBufferDs) {
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
@@ -328,13 +328,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     Tensor acc_dq = partition_fragment_C(mma_dq, TiledQ{});
     gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
-    warpgroup_wait<0>();
-    if constexpr (T::kOverlapDq) {
-      warpgroup_fence_operand(rP);
-      warpgroup_fence_operand(rdS);
+    // kDqBeforeDk: dK is issued behind dQ, and dQ goes to shared memory while dK computes
+    // (GMMA batches complete in order: wait<1> leaves only dK in flight).
+    if constexpr (T::kDqBeforeDk) {
+      gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+      warpgroup_wait<1>();
+    } else {
+      warpgroup_wait<0>();
     }
-    Barrier::arrive(&ss.q_empty[stage]);
-    Barrier::arrive(&ss.do_empty[stage]);
 
     // This warpgroup's dQ to its buffer in fragment order (bwd_traits.cuh), once the reducer has
     // read the previous visit's; then fenced for the bulk copy's async proxy.
@@ -347,6 +348,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     }
     cutlass::arch::fence_view_async_shared();
     Barrier::arrive(&ss.dq_full[dq_wg]);
+
+    if constexpr (T::kDqBeforeDk) warpgroup_wait<0>();
+    if constexpr (T::kOverlapDq || T::kDqBeforeDk) {
+      warpgroup_fence_operand(rP);
+      warpgroup_fence_operand(rdS);
+    }
+    Barrier::arrive(&ss.q_empty[stage]);
+    Barrier::arrive(&ss.do_empty[stage]);
   }
 
   // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros).

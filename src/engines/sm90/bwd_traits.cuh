@@ -24,10 +24,12 @@ namespace floe::detail::sm90 {
 
 // kOverlapDq_: dQ = dS K issued while dV and dK are in flight (more registers live);
 // kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
+// kDqBeforeDk_: the order dV, dQ, dK, so that dQ's store to shared memory runs under dK.
 template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
-          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false>
+          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false, bool kDqBeforeDk_ = false>
 struct BwdTraitsOf {
   static constexpr bool kOverlapDq = kOverlapDq_;
+  static constexpr bool kDqBeforeDk = kDqBeforeDk_;
   static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;
   static constexpr int kDsBuffers = kDoubleBufferDs_ ? 2 : 1;
   using Element = Element_;
