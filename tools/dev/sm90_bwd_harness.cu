@@ -178,10 +178,14 @@ struct Buf {
 #ifndef HV_DQFIRST
 #define HV_DQFIRST 0
 #endif
+#ifndef HV_BM
+#define HV_BM 64
+#endif
 #ifndef HV_STAGES
 #define HV_STAGES 2
 #endif
-using T128 = BwdTraitsOf<cute::bfloat16_t, 128, 64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF, HV_DQFIRST>;
+using T128 =
+    BwdTraitsOf<cute::bfloat16_t, 128, HV_BM, 128, HV_STAGES, HV_OVERLAP, HV_DBUF, HV_DQFIRST>;
 using T64 = BwdTraitsOf<cute::bfloat16_t, 64, 64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF, HV_DQFIRST>;
 
 template <class T>
@@ -410,9 +414,9 @@ static bool run_case(const Case& c, std::mt19937& gen, bool time_it) {
     ms /= iters;
     double flops = 2.5 * 4.0 * c.b * c.hq * (double)c.sq * c.skv * c.d;
     if (c.mask) flops /= 2;
-    printf("TIME ov%d db%d st%d dq%d %s: b%d hq%d hkv%d s%d d%d%s: %.3f ms  %.1f TFLOP/s\n", HV_OVERLAP,
-           HV_DBUF, HV_STAGES, HV_DQFIRST, c.name, c.b, c.hq, c.hkv, c.sq, c.d, c.mask ? " causal" : "", ms,
-           flops / ms / 1e9);
+    printf("TIME bm%d ov%d db%d st%d dq%d %s: b%d hq%d hkv%d s%d d%d%s: %.3f ms  %.1f TFLOP/s\n",
+           HV_BM, HV_OVERLAP, HV_DBUF, HV_STAGES, HV_DQFIRST, c.name, c.b, c.hq, c.hkv, c.sq, c.d,
+           c.mask ? " causal" : "", ms, flops / ms / 1e9);
   }
   for (void* x : {(void*)q.p,   (void*)k.p,  (void*)v.p,   (void*)o.p,   (void*)dO.p,
                   (void*)dq.p,  (void*)dk.p, (void*)dv.p,  (void*)o32.p, (void*)lse.p,

@@ -33,8 +33,8 @@ __global__ void __launch_bounds__(T::kConsumerThreads)
       p.dq_accum + ((static_cast<int64_t>(tile.b) * p.h_q + tile.h) * p.s_q_pad + m0) * kD;
 
   typename T::MmadQ mma_dq;
-  Tensor coord = mma_dq.get_thread_slice(tid).partition_C(
-      make_identity_tensor(cute::Shape<typename T::BM, typename T::D>{}));
+  Tensor coord =
+      mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(typename T::TileDq{}));
   static_assert(decltype(size(coord))::value == T::kDqFrag, "dQ fragment size");
   const float4* src =
       reinterpret_cast<const float4*>(acc + (tid / 128) * T::kDqHalfFloats) + tid % 128;
@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(T::kConsumerThreads)
     const float in[4] = {a.x, a.y, a.z, a.w};
     CUTE_UNROLL
     for (int e = 0; e < 4; ++e) {
-      const int row = get<0>(coord(4 * j + e)), col = get<1>(coord(4 * j + e));
+      const int row = get < T::kDqSwapAB ? 1 : 0 > (coord(4 * j + e));
+      const int col = get < T::kDqSwapAB ? 0 : 1 > (coord(4 * j + e));
       tile_s[row * kRowElems + col] = static_cast<Element>(in[e] * p.scale);
     }
   }

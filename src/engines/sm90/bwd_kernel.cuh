@@ -190,7 +190,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   auto thr_dq = mma_dq.get_thread_slice(ctid);
   using TileSdP = cute::Shape<typename T::BN, typename T::BM>;
   using TileKV = cute::Shape<typename T::BN, typename T::D>;
-  using TiledQ = cute::Shape<typename T::BM, typename T::D>;
   Tensor acc_dk = partition_fragment_C(mma_dkv, TileKV{});
   Tensor acc_dv = partition_fragment_C(mma_dkv, TileKV{});
   clear(acc_dk);
@@ -246,8 +245,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // dP^T: B = dO (stage)
     Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
     Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
-    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
 
     Tensor acc_s = partition_fragment_C(mma_sdp, TileSdP{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, TileSdP{});
@@ -326,8 +323,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       warpgroup_fence_operand(rdS);
     }
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
-    Tensor acc_dq = partition_fragment_C(mma_dq, TiledQ{});
-    gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
+    Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
+    if constexpr (T::kDqSwapAB) {
+      Tensor tdQrKt = thr_dq.partition_fragment_A(sKt);
+      Tensor tdQrdS = thr_dq.partition_fragment_B(sdS);
+      gmma<true>(mma_dq, tdQrKt, tdQrdS(_, _, _, ds_buf), acc_dq);
+    } else {
+      Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
+      Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
+      gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
+    }
     // kDqBeforeDk: dK is issued behind dQ, and dQ goes to shared memory while dK computes
     // (GMMA batches complete in order: wait<1> leaves only dK in flight).
     if constexpr (T::kDqBeforeDk) {

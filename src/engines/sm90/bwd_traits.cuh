@@ -18,9 +18,30 @@
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/copy_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
+// The 64 x 80 GMMA atoms (bwd_ss_op), which CuTe includes only with
+// CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
+#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cute/tensor.hpp>
+#include <type_traits>
 
 namespace floe::detail::sm90 {
+
+// The SS GMMA atom for a 64 x N tile: CuTe's selector, except N = 80 (query tiles of 80 rows),
+// which the selector offers only with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (else it falls back
+// to five N = 16 instructions).
+template <class Element, int kN, cute::GMMA::Major kMajorA, cute::GMMA::Major kMajorB, int kK>
+constexpr auto bwd_ss_op() {
+  if constexpr (kN == 80 && std::is_same_v<Element, cute::bfloat16_t>) {
+    return cute::SM90::GMMA::MMA_64x80x16_F32BF16BF16_SS<kMajorA, kMajorB>{};
+  } else if constexpr (kN == 80) {
+    return cute::SM90::GMMA::MMA_64x80x16_F32F16F16_SS<kMajorA, kMajorB>{};
+  } else {
+    return cute::GMMA::ss_op_selector<Element, Element, float,
+                                      cute::Shape<cute::_64, cute::Int<kN>, cute::Int<kK>>, kMajorA,
+                                      kMajorB>();
+  }
+}
 
 // kOverlapDq_: dQ = dS K issued while dV and dK are in flight (more registers live);
 // kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
@@ -51,17 +72,33 @@ struct BwdTraitsOf {
   using WGsN = cute::Layout<cute::Shape<cute::_1, cute::Int<kConsumerWarpgroups>, cute::_1>>;
 
   using MmaSdP = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, BM, D>>(),
-      WGsM{}));
+      bwd_ss_op<Element, kBlockM, cute::GMMA::Major::K, cute::GMMA::Major::K, kD>(), WGsM{}));
   using MmadKV = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, BM>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
       WGsM{}));
-  using MmadQ = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float,
-                                 cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
-      WGsN{}));
+  // A query tile that is not a multiple of 64 rows (80: FA3's d128 tile) cannot be dQ's M, so
+  // dQ is computed transposed: dQ^T = K^T dS^T, M = d split between the warpgroups (d = 128),
+  // N = queries, K = keys (K^T read MN-major, dS K-major, both from the same smem tiles).
+  static constexpr bool kDqSwapAB = kBlockM % 64 != 0;
+  static_assert(!kDqSwapAB || kD == 64 * kConsumerWarpgroups, "dQ^T: d is 64 per warpgroup");
+  template <bool kSwap, int = 0>
+  struct DqMma {  // dQ = dS K: M = queries, N = d split between the warpgroups
+    using type = decltype(cute::make_tiled_mma(
+        cute::GMMA::ss_op_selector<Element, Element, float,
+                                   cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
+                                   cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+        WGsN{}));
+  };
+  template <int kUnused>
+  struct DqMma<true, kUnused> {  // dQ^T = K^T dS^T: M = d split between the warpgroups
+    using type = decltype(cute::make_tiled_mma(
+        bwd_ss_op<Element, kBlockM, cute::GMMA::Major::MN, cute::GMMA::Major::K, kBlockN>(),
+        WGsM{}));
+  };
+  using MmadQ = typename DqMma<kDqSwapAB>::type;
+  // The shape dQ's accumulator partitions: (query, d), or (d, query) when swapped.
+  using TileDq = std::conditional_t<kDqSwapAB, cute::Shape<D, BM>, cute::Shape<BM, D>>;
 
   using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D, Stages>{}));
