@@ -274,16 +274,35 @@ static void fill(std::vector<__nv_bfloat16>& h, std::mt19937& g) {
   for (auto& x : h) x = __float2bfloat16(nd(g));
 }
 
+// Timing inputs: uniform in [-1.5, 1.5) from a hash (the normal draws take seconds a tensor at
+// 16k tokens).
+static void fill_fast(std::vector<__nv_bfloat16>& h, uint32_t seed) {
+  for (size_t i = 0; i < h.size(); ++i) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    h[i] = __float2bfloat16(static_cast<float>(x & 0xffff) * (3.f / 65536.f) - 1.5f);
+  }
+}
+
 template <class T>
 static bool run_case(const Case& c, std::mt19937& gen, bool time_it) {
   using E = typename T::Element;
   const float scale = 1.f / sqrtf((float)c.d);
   size_t nq = (size_t)c.b * c.hq * c.sq * c.d, nk = (size_t)c.b * c.hkv * c.skv * c.d;
   std::vector<__nv_bfloat16> hq(nq), hk(nk), hv(nk), hdo(nq);
-  fill(hq, gen);
-  fill(hk, gen);
-  fill(hv, gen);
-  fill(hdo, gen);
+  if (time_it) {
+    fill_fast(hq, 1);
+    fill_fast(hk, 2);
+    fill_fast(hv, 3);
+    fill_fast(hdo, 4);
+  } else {
+    fill(hq, gen);
+    fill(hk, gen);
+    fill(hv, gen);
+    fill(hdo, gen);
+  }
   // Padding rows (past a batch's device length) hold NaN: the kernel must not read them into
   // any product that reaches a visible output.
   const __nv_bfloat16 nan = __float2bfloat16(NAN);
@@ -457,7 +476,7 @@ int main(int argc, char** argv) {
          fails);
   if (fails == 0) {
     // 16k tokens, hidden 2048 (floe bench's sweep).
-    for (int s : {1024, 4096, 16384}) {
+    for (int s : {4096, 16384}) {
       const int b = 16384 / s;
       for (bool m : {false, true}) {
         run_case<T128>({"d128", b, 16, 16, s, s, 128, m, causal, {}, {}}, gen, true);
