@@ -64,7 +64,10 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
     EXPECT_TRUE(v->accepted) << v->reason;
     EXPECT_EQ(plan->engine(), "sm90");
     const TensorDesc& q = *n.problem.tensor(TensorId::q);
-    const int64_t rows = q.dims[0] * q.dims[1] * ((q.dims[2] + 63) / 64 * 64);
+    detail::sm90::BwdTile tile{};
+    ASSERT_TRUE(detail::sm90::bwd_tile_for(q.dims[3], q.dims[3], &tile));
+    const int64_t m = detail::sm90::bwd_tile_shape(tile).block_m;
+    const int64_t rows = q.dims[0] * q.dims[1] * ((q.dims[2] + m - 1) / m * m);
     // dq_accum (fp32, d columns), lse_log2 and delta (fp32 each), each at a 256-byte offset.
     const size_t expected = static_cast<size_t>(rows * (q.dims[3] + 2) * 4);
     EXPECT_GE(plan->workspace_bytes(), expected);
@@ -113,8 +116,8 @@ std::vector<Declined> declined_problems() {
   out.push_back({"softcap", Problem::backward(d128, DType::bf16).set_softcap(30.0),
                  "softcap: sm90's backward has no softcap yet"});
   out.push_back({"deterministic", Problem::backward(d128, DType::bf16).set_deterministic(),
-                 "deterministic: sm90's backward adds dQ with atomics in no fixed order (sm80 "
-                 "serves the deterministic mode)"});
+                 "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order "
+                 "(sm80 serves the deterministic mode)"});
   out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                  "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
                  "or 128 only"});

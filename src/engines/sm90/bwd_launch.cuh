@@ -15,9 +15,10 @@ namespace floe::detail::sm90 {
 // dQ overlapped with dV and dK, one dS buffer: H200 d128 bf16 16k 346 TFLOP/s against 323
 // (serialised), 320 (double-buffered dS) and 330 (both); S 4k 320 against 301 (BACKWARD.md).
 template <BwdTile kTile, class Element>
-using BwdTraits = BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
-                              bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
-                              /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false>;
+using BwdTraits =
+    BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
+                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
+                /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false, bwd_tile_shape(kTile).dq_before_dk>;
 
 template <class T>
 cudaError_t bwd_prepare() {

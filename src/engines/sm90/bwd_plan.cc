@@ -42,10 +42,10 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
   if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
-  // dQ is summed over key tiles with float atomics, whose order varies run to run.
+  // dQ is summed over key tiles by bulk reduce-adds, whose order varies run to run.
   if (f.deterministic) {
-    return "deterministic: sm90's backward adds dQ with atomics in no fixed order (sm80 serves "
-           "the deterministic mode)";
+    return "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order (sm80 "
+           "serves the deterministic mode)";
   }
   if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
   if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {

@@ -10,10 +10,11 @@ inline constexpr int kBwdTileCount = 2;
 struct BwdTileShape {
   const char* name;
   int d, block_m, block_n, stages;
+  bool dq_before_dk;  // issue order dV, dQ, dK (bwd_traits.cuh kDqBeforeDk)
 };
 
-inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2},
-                                                               {"d128", 128, 64, 128, 2}};
+inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2, false},
+                                                               {"d128", 128, 64, 128, 2, false}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
