@@ -33,12 +33,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
-  // The d64 tile is correct but slower than sm80's (H200, bf16, S 16k: 270 against 291 TFLOP/s),
-  // so sm80 serves d64 until this tile is faster; the kernel stays built for that work.
-  if (c.tile == BwdTile::d64) {
-    return "head dim 64: sm90's d64 backward tile is slower than sm80's (270 against 291 "
-           "TFLOP/s at S 16k on the H200), so it is not offered";
-  }
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
   if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
