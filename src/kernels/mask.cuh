@@ -71,4 +71,47 @@ __device__ __forceinline__ void mask_scores_either(S&& s, C const& c, int m0, in
   }
 }
 
+// The same mask over transposed scores S^T (rows keys, columns queries), as a key-stationary
+// backward computes them: element (r, j) is key n0 + row, query m0 + col. Each row (one key)
+// turns the bounds into an interval of columns once: key - query = d0 + dr - dc lies in
+// [diag_lo, diag_hi] iff dc lies in [d0 + dr - diag_hi, d0 + dr - diag_lo]; a key past skv_b
+// masks its whole row. kMaskRight tests the band's right side (queries below the interval) and
+// the key length, kMaskBand both sides.
+__device__ __forceinline__ int neg_sat(int x) {
+  return x == INT32_MIN ? INT32_MAX : -x;
+}
+
+template <int kMask, class S, class C>
+__device__ __forceinline__ void mask_scores_transposed(S&& s, C const& c, int m0, int n0,
+                                                       int diag_lo, int diag_hi, int skv_b) {
+  using namespace cute;
+  const int row0 = get<0>(c(0, 0)), col0 = get<1>(c(0, 0));
+  const int d0 = (n0 + row0) - (m0 + col0);
+  const int last_row = skv_b - n0 - row0 - 1;
+  const int neg_hi = neg_sat(diag_hi), neg_lo = neg_sat(diag_lo);
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    const int dr = get<0>(c(r, 0)) - row0;
+    const int first = dr > last_row ? INT32_MAX : add_sat(d0 + dr, neg_hi);
+    const int last = add_sat(d0 + dr, neg_lo);
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(s); ++j) {
+      const int dc = get<1>(c(r, j)) - col0;
+      if (dc < first || (kMask == kMaskBand && dc > last)) s(r, j) = -INFINITY;
+    }
+  }
+}
+
+// mask_scores_transposed with the variant chosen per tile (uniform across the CTA), as
+// mask_scores_either.
+template <int kBlockM, class S, class C>
+__device__ __forceinline__ void mask_scores_transposed_either(S&& s, C const& c, int m0, int n0,
+                                                              int diag_lo, int diag_hi, int skv_b) {
+  if (n0 - (m0 + kBlockM - 1) >= diag_lo) {
+    mask_scores_transposed<kMaskRight>(s, c, m0, n0, diag_lo, diag_hi, skv_b);
+  } else {
+    mask_scores_transposed<kMaskBand>(s, c, m0, n0, diag_lo, diag_hi, skv_b);
+  }
+}
+
 }  // namespace floe::kernels

@@ -153,4 +153,28 @@ struct BiasTileScheduler {
   }
 };
 
+struct KeyTile {
+  int n_block;  // key tile index within the sequence
+  int h_kv;     // key/value head
+  int b;        // batch
+};
+
+// (key tile, kv head, batch) CTAs, key tile fastest: the key/value-stationary backward kernels,
+// each CTA visiting the query tiles that see its keys.
+struct KeyTileScheduler {
+  struct Params {
+    FastDivisor n_blocks, h_kv;  // by the key tile count ceil(s_kv / block_n), by Hkv
+  };
+  static Params make(int64_t n_blocks, int64_t h_kv) {
+    return Params{divisor_of(n_blocks), divisor_of(h_kv)};
+  }
+  static int64_t grid(const Params& p, int64_t b) { return int64_t{p.n_blocks.d} * p.h_kv.d * b; }
+  static size_t workspace_bytes(const Params&) { return 0; }
+
+  FLOE_HD static KeyTile tile(const Params& p, uint32_t linear) {
+    const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
+    return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
+  }
+};
+
 }  // namespace floe::kernels

@@ -1,38 +1,66 @@
 // sm90 backward, last kernel: one CTA per (query tile, head, batch) turns the fp32 dQ accumulator
-// (row-major, bwd_params.h) into dQ = scale * accum, rounded to the element type and written
-// through dQ's strides, 16 bytes a thread. Rows no key tile reached hold the preprocess's zeros.
+// into dQ = scale * accum, rounded to the element type and written through dQ's strides. The
+// accumulator holds each tile in the main kernel's fragment order (bwd_traits.cuh): thread t of
+// this CTA reads the float4s consumer thread t stored there, places its elements by the same
+// partition of the dQ product into a row-major tile in shared memory, and the tile goes out 16
+// bytes a thread. Rows no key tile reached hold the preprocess's zeros.
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bwd_params.h"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
-template <class Element, int kBlockM>
-__global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const __grid_constant__ BwdParams p) {
-  constexpr int kThreads = 256;
+template <class T>
+__global__ void __launch_bounds__(T::kConsumerThreads)
+    bwd_dq_convert_kernel(const __grid_constant__ BwdParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using Element = typename T::Element;
+  constexpr int kThreads = T::kConsumerThreads;
+  constexpr int kD = T::kD;
+  // 8 elements of padding a row: the fragment's 8 rows of a warp's store land 16 bytes apart in
+  // the banks instead of on the same ones.
+  constexpr int kRowElems = kD + 8;
+  __shared__ alignas(16) Element tile_s[T::kBlockM * kRowElems];
+
   const int tid = static_cast<int>(threadIdx.x);
-  const int m_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_m_blocks));
-  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_m_blocks));
-  const int h = hb % p.h_q;
-  const int b = hb / p.h_q;
-  const int m0 = m_block * kBlockM;
-  const float* acc = p.dq_accum + ((static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0) * p.d;
-  Element* dq = static_cast<Element*>(p.dq) + b * p.dq_stride_b + h * p.dq_stride_h +
-                static_cast<int64_t>(m0) * p.dq_stride_s;
-  const int rows = min(kBlockM, p.s_q - m0);
-  const int per_row = p.d / 8;
-  for (int x = tid; x < rows * per_row; x += kThreads) {
-    const int row = x / per_row, col = (x % per_row) * 8;
-    const float4 a0 = *reinterpret_cast<const float4*>(acc + row * p.d + col);
-    const float4 a1 = *reinterpret_cast<const float4*>(acc + row * p.d + col + 4);
-    cute::array<Element, 8> out;
-    const float in[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
+  const int m0 = tile.m_block * T::kBlockM;
+  const float* acc =
+      p.dq_accum + ((static_cast<int64_t>(tile.b) * p.h_q + tile.h) * p.s_q_pad + m0) * kD;
+
+  typename T::MmadQ mma_dq;
+  Tensor coord =
+      mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(typename T::TileDq{}));
+  static_assert(decltype(size(coord))::value == T::kDqFrag, "dQ fragment size");
+  const float4* src =
+      reinterpret_cast<const float4*>(acc + (tid / 128) * T::kDqHalfFloats) + tid % 128;
+  CUTE_UNROLL
+  for (int j = 0; j < T::kDqFrag / 4; ++j) {
+    const float4 a = src[j * 128];
+    const float in[4] = {a.x, a.y, a.z, a.w};
     CUTE_UNROLL
-    for (int e = 0; e < 8; ++e) out[e] = static_cast<Element>(in[e] * p.scale);
-    *reinterpret_cast<uint4*>(dq + row * p.dq_stride_s + col) = *reinterpret_cast<uint4*>(&out);
+    for (int e = 0; e < 4; ++e) {
+      const int row = get < T::kDqSwapAB ? 1 : 0 > (coord(4 * j + e));
+      const int col = get < T::kDqSwapAB ? 0 : 1 > (coord(4 * j + e));
+      tile_s[row * kRowElems + col] = static_cast<Element>(in[e] * p.scale);
+    }
   }
+  __syncthreads();
+
+  Element* dq = static_cast<Element*>(p.dq) + tile.b * p.dq_stride_b + tile.h * p.dq_stride_h +
+                static_cast<int64_t>(m0) * p.dq_stride_s;
+  const int rows = min(T::kBlockM, p.s_q - m0);
+  constexpr int kPerRow = kD / 8;
+  for (int x = tid; x < rows * kPerRow; x += kThreads) {
+    const int row = x / kPerRow, col = (x % kPerRow) * 8;
+    *reinterpret_cast<uint4*>(dq + row * p.dq_stride_s + col) =
+        *reinterpret_cast<const uint4*>(tile_s + row * kRowElems + col);
+  }
+#endif
 }
 
 }  // namespace floe::detail::sm90

@@ -6,8 +6,10 @@
 // with its Delta (TMA, plus one bulk copy of the tile's 64 dense floats each) into a kStages ring,
 // each stage with a full barrier (transaction bytes) and an empty barrier (every consumer thread
 // arrives once the stage's products are done). Consumer warpgroups (64 keys each) run the five
-// products of bwd_traits.cuh per visit; dQ's share is added into the fp32 accumulator with
-// vector atomics. dK and dV go out from registers at the end.
+// products of bwd_traits.cuh per visit and store their share of dQ in shared memory; one thread
+// of warp 1 (the dQ reducer) adds each share into the fp32 accumulator with one bulk reduce-add
+// and hands the buffer back once the copy has read it. dK and dV go out from registers at the
+// end.
 //
 // Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
 // there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
@@ -22,10 +24,13 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
 
+#include "engines/sm90/bulk_reduce.cuh"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_traits.cuh"
 #include "engines/sm90/gmma_fragment.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/mask.cuh"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -50,7 +55,6 @@ __device__ __forceinline__ void zero_rows(Element* tile, int first_row, int ctid
   }
 }
 
-// The visits of a CTA in order: query head of the group (outer), query tile (inner).
 // A pointer the compiler must treat as new on every use (see the main loop).
 template <class P>
 __device__ __forceinline__ P* opaque(P* p) {
@@ -58,10 +62,23 @@ __device__ __forceinline__ P* opaque(P* p) {
   return p;
 }
 
+// The visits of a CTA in order: query head of the group (outer), query tile (inner).
 struct Visits {
   int h0, m_begin, n_m, count;
-  __device__ __forceinline__ int h(int v) const { return h0 + v / n_m; }
-  __device__ __forceinline__ int m_block(int v) const { return m_begin + v % n_m; }
+};
+
+// Walks the visits in order without a division per visit (the producer and the dQ reducer run
+// at 24 registers).
+struct VisitCursor {
+  int h, m_block;
+  __device__ __forceinline__ explicit VisitCursor(const Visits& vs)
+      : h(vs.h0), m_block(vs.m_begin) {}
+  __device__ __forceinline__ void next(const Visits& vs) {
+    if (++m_block == vs.m_begin + vs.n_m) {
+      m_block = vs.m_begin;
+      ++h;
+    }
+  }
 };
 
 }  // namespace bwd
@@ -88,13 +105,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       Barrier::init(&ss.q_empty[s], T::kConsumerThreads);
       Barrier::init(&ss.do_empty[s], T::kConsumerThreads);
     }
+    CUTE_UNROLL
+    for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
+      Barrier::init(&ss.dq_full[w], 128);
+      Barrier::init(&ss.dq_empty[w], 1);
+    }
     cutlass::arch::fence_barrier_init();
   }
 
-  const int n_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_n_blocks));
-  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
-  const int h_kv = hb % p.h_kv;
-  const int b = hb / p.h_kv;
+  const kernels::KeyTile tile = kernels::KeyTileScheduler::tile(p.key_tiles, blockIdx.x);
+  const int n_block = tile.n_block, h_kv = tile.h_kv, b = tile.b;
   const int sq_b = p.lens.q_len(b, p.s_q), skv_b = p.lens.kv_len(b, p.s_kv);
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
@@ -113,11 +133,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.kv_full, kCacheHint, ss.k.data(), 0, n0, 0, h_kv, b);
       SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.kv_full, kCacheHint, ss.v.data(), 0, n0, 0, h_kv, b);
       constexpr int kStageElems = T::kBlockM * T::kD;
-      for (int v = 0; v < visits.count; ++v) {
+      VisitCursor at(visits);
+      CUTE_NO_UNROLL
+      for (int v = 0; v < visits.count; ++v, at.next(visits)) {
         const int stage = v % kStages;
         const uint32_t phase = (v / kStages) & 1;
-        const int h = visits.h(v), m_block = visits.m_block(v);
-        const int m0 = m_block * T::kBlockM;
+        const int h = at.h;
+        const int m0 = at.m_block * T::kBlockM;
         const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
         Barrier::wait(&ss.q_empty[stage], phase ^ 1);
         TxBarrier::arrive_and_expect_tx(&ss.q_full[stage], T::kQBytes + T::kRowStatBytes);
@@ -132,6 +154,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         SM90_BULK_COPY_G2S::copy(p.delta + row0, &ss.do_full[stage], ss.delta[stage],
                                  T::kRowStatBytes);
       }
+    } else if (tid == 32 && visits.count > 0) {
+      // The dQ reducer: each warpgroup's share of a visit, once its threads have stored and
+      // fenced it, is added into the tile of dq_accum (same fragment order, contiguous); the
+      // buffer goes back to the warpgroup as soon as the copy has read it.
+      constexpr int kHalf = T::kDqHalfFloats;
+      VisitCursor at(visits);
+      CUTE_NO_UNROLL
+      for (int v = 0; v < visits.count; ++v, at.next(visits)) {
+        const int64_t row0 =
+            (static_cast<int64_t>(b) * p.h_q + at.h) * p.s_q_pad + at.m_block * T::kBlockM;
+        float* tile = p.dq_accum + row0 * T::kD;
+        CUTE_UNROLL
+        for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
+          Barrier::wait(&ss.dq_full[w], v & 1);
+          bulk_reduce_add_f32(tile + w * kHalf, ss.dq + w * kHalf, kHalf * sizeof(float));
+          bulk_commit_group();
+        }
+        bulk_wait_group_read<0>();
+        CUTE_UNROLL
+        for (int w = 0; w < T::kConsumerWarpgroups; ++w) Barrier::arrive(&ss.dq_empty[w]);
+      }
+      bulk_wait_group<0>();
     }
     return;
   }
@@ -146,16 +190,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   auto thr_dq = mma_dq.get_thread_slice(ctid);
   using TileSdP = cute::Shape<typename T::BN, typename T::BM>;
   using TileKV = cute::Shape<typename T::BN, typename T::D>;
-  using TiledQ = cute::Shape<typename T::BM, typename T::D>;
   Tensor acc_dk = partition_fragment_C(mma_dkv, TileKV{});
   Tensor acc_dv = partition_fragment_C(mma_dkv, TileKV{});
   clear(acc_dk);
   clear(acc_dv);
-  // (key, query) of each score within the tile; (query, d) of each dQ element.
+  // (key, query) of each score within the tile.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
-  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TiledQ{}));
-  Tensor tdScdS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
   const float scale_log2 = p.scale_log2;
+  const int dq_wg = ctid / 128;
+  float4* dq_out = reinterpret_cast<float4*>(ss.dq + dq_wg * T::kDqHalfFloats) + ctid % 128;
 
   if (visits.count > 0) {
     TxBarrier::wait(&ss.kv_full, 0);
@@ -167,12 +210,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     }
   }
 
+  VisitCursor at(visits);
   CUTE_NO_UNROLL
-  for (int v = 0; v < visits.count; ++v) {
+  for (int v = 0; v < visits.count; ++v, at.next(visits)) {
     const int stage = v % kStages;
     const uint32_t phase = (v / kStages) & 1;
-    const int h = visits.h(v);
-    const int m0 = visits.m_block(v) * T::kBlockM;
+    const int m0 = at.m_block * T::kBlockM;
     TxBarrier::wait(&ss.q_full[stage], phase);
     TxBarrier::wait(&ss.do_full[stage], phase);
     if (sq_b - m0 < T::kBlockM && sq_b < p.s_q) {
@@ -202,34 +245,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // dP^T: B = dO (stage)
     Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
     Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
-    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
 
     Tensor acc_s = partition_fragment_C(mma_sdp, TileSdP{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, TileSdP{});
     gmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
     gmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
 
-    // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key.
+    // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key
+    // (masked to -inf first).
     warpgroup_wait<1>();
     {
       auto s = gmma_row_col(acc_s);
       auto c = gmma_row_col(tScS);
-      const bool masked = qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b);
+      if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
+        kernels::mask_scores_transposed_either<T::kBlockM>(s, c, m0, n0, qt.diag_lo, qt.diag_hi,
+                                                           skv_b);
+      }
       CUTE_UNROLL
       for (int j = 0; j < size<1>(s); ++j) {
-        const int col = get<1>(c(0, j));
-        const float lse2 = ss.lse[stage][col];
+        const float lse2 = ss.lse[stage][get<1>(c(0, j))];
         CUTE_UNROLL
-        for (int r = 0; r < size<0>(s); ++r) {
-          float x = exp2f(s(r, j) * scale_log2 - lse2);
-          if (masked) {
-            const int key = n0 + get<0>(c(r, j)), query = m0 + col;
-            const int dist = key - query;
-            if (key >= skv_b || dist < qt.diag_lo || dist > qt.diag_hi) x = 0.f;
-          }
-          s(r, j) = x;
-        }
+        for (int r = 0; r < size<0>(s); ++r) s(r, j) = exp2f(s(r, j) * scale_log2 - lse2);
       }
     }
     warpgroup_wait<0>();
@@ -257,20 +293,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     warpgroup_fence_operand(rP);
     warpgroup_fence_operand(rdS);
     gmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
-    gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+    if constexpr (!T::kDqBeforeDk) gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
 
     // dS to shared memory for dQ = dS K (under the dV and dK products), once the previous
     // visit's dQ product has read it (with two dS buffers, the barrier of the visit before
     // already says so). kOverlapDq: dQ is issued while dV and dK are in flight (more registers
-    // live: d128 spills 248 bytes, and is still 7% faster on the H200); else only once they are
-    // done, so that P and dS in registers are dead while its accumulator lives (200 bytes).
+    // live; 7% faster on the H200 in B1, when both variants spilled); else only once they are
+    // done, so that P and dS in registers are dead while its accumulator lives.
     if constexpr (!T::kDoubleBufferDs) {
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
     const int ds_buf = T::kDoubleBufferDs ? (v & 1) : 0;
-    CUTE_UNROLL
-    for (int i = 0; i < size(rdS); ++i) {
-      sdS(get<1>(tdScdS(i)), get<0>(tdScdS(i)), ds_buf) = rdS(i);
+    {
+      // Through a swizzle-in-the-pointer view, so that the four stmatrix addresses are the
+      // thread's base XOR constants (element-wise stores through the swizzled layout each kept
+      // a precomputed 64-bit address live, and those spilled).
+      typename T::SmemCopydS r2s_ds;
+      auto r2s = r2s_ds.get_thread_slice(ctid);
+      Tensor sdSt = as_position_independent_swizzle_tensor(
+          make_tensor(make_smem_ptr(ss.ds.data()), typename T::SmemLayoutdSt{}));
+      Tensor dst = r2s.partition_D(sdSt);
+      Tensor src = r2s.retile_S(rdS);
+      cute::copy(r2s_ds, src, dst(_, _, _, ds_buf));
     }
     cutlass::arch::fence_view_async_shared();
     if constexpr (!T::kOverlapDq) {
@@ -279,23 +323,44 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       warpgroup_fence_operand(rdS);
     }
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
-    Tensor acc_dq = partition_fragment_C(mma_dq, TiledQ{});
-    gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
-    warpgroup_wait<0>();
-    if constexpr (T::kOverlapDq) {
+    Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
+    if constexpr (T::kDqSwapAB) {
+      Tensor tdQrKt = thr_dq.partition_fragment_A(sKt);
+      Tensor tdQrdS = thr_dq.partition_fragment_B(sdS);
+      gmma<true>(mma_dq, tdQrKt, tdQrdS(_, _, _, ds_buf), acc_dq);
+    } else {
+      Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
+      Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
+      gmma<true>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrKt, acc_dq);
+    }
+    // kDqBeforeDk: dK is issued behind dQ, and dQ goes to shared memory while dK computes
+    // (GMMA batches complete in order: wait<1> leaves only dK in flight).
+    if constexpr (T::kDqBeforeDk) {
+      gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
+      warpgroup_wait<1>();
+    } else {
+      warpgroup_wait<0>();
+    }
+
+    // This warpgroup's dQ to its buffer in fragment order (bwd_traits.cuh), once the reducer has
+    // read the previous visit's; then fenced for the bulk copy's async proxy.
+    static_assert(decltype(size(acc_dq))::value == T::kDqFrag, "dQ fragment size");
+    Barrier::wait(&ss.dq_empty[dq_wg], (v & 1) ^ 1);
+    CUTE_UNROLL
+    for (int j = 0; j < T::kDqFrag / 4; ++j) {
+      dq_out[j * 128] =
+          make_float4(acc_dq(4 * j), acc_dq(4 * j + 1), acc_dq(4 * j + 2), acc_dq(4 * j + 3));
+    }
+    cutlass::arch::fence_view_async_shared();
+    Barrier::arrive(&ss.dq_full[dq_wg]);
+
+    if constexpr (T::kDqBeforeDk) warpgroup_wait<0>();
+    if constexpr (T::kOverlapDq || T::kDqBeforeDk) {
       warpgroup_fence_operand(rP);
       warpgroup_fence_operand(rdS);
     }
     Barrier::arrive(&ss.q_empty[stage]);
     Barrier::arrive(&ss.do_empty[stage]);
-
-    float* acc_tile = p.dq_accum + ((static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0) * T::kD;
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dq); i += 2) {
-      const int row = get<0>(tdQcdQ(i)), col = get<1>(tdQcdQ(i));
-      atomicAdd(reinterpret_cast<float2*>(acc_tile + row * T::kD + col),
-                make_float2(acc_dq(i), acc_dq(i + 1)));
-    }
   }
 
   // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros).

@@ -12,12 +12,13 @@
 
 namespace floe::detail::sm90 {
 
-// dQ overlapped with dV and dK, one dS buffer: H200 d128 bf16 16k 346 TFLOP/s against 323
-// (serialised), 320 (double-buffered dS) and 330 (both); S 4k 320 against 301 (BACKWARD.md).
+// dQ overlapped with dV and dK, one dS buffer (two measured 532 against 537 TFLOP/s at d128 S 16k
+// in the dev harness); the tile sets the query rows and the issue order (bwd_tiles.h).
 template <BwdTile kTile, class Element>
-using BwdTraits = BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
-                              bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
-                              /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false>;
+using BwdTraits =
+    BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
+                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
+                /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false, bwd_tile_shape(kTile).dq_before_dk>;
 
 template <class T>
 cudaError_t bwd_prepare() {
@@ -30,7 +31,7 @@ cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStrea
   using Element = typename T::Element;
   bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
   bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-  bwd_dq_convert_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
+  bwd_dq_convert_kernel<T><<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,7 @@
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/band_mask.h"
 #include "kernels/seq_lens.cuh"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -24,7 +25,8 @@ struct BwdParams {
   void* dv = nullptr;
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m):
-  // "dq_accum" f32 [b, h_q, s_q_pad, d] row-major, zeroed by preprocess, added to with atomics;
+  // "dq_accum" f32 [b, h_q, s_q_pad, d], each query tile's 64 x d floats in the main kernel's
+  // fragment order (bwd_traits.cuh), zeroed by preprocess, added to by bulk reduce-adds;
   // "lse_log2" f32 [b, h_q, s_q_pad], LSE * log2(e), +inf where P must be 0 (padding rows,
   // rows that saw no key); "delta" f32 [b, h_q, s_q_pad], sum_d dO * O. The main kernel reads a
   // tile's LSE and Delta with one bulk copy each, so their rows are dense and 16-byte aligned.
@@ -52,6 +54,11 @@ struct BwdParams {
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
   int32_t s_q_pad = 0;       // num_m_blocks * block_m
+
+  // blockIdx -> tile: (query tile, h_q, b) for preprocess and dQ convert, (key tile, h_kv, b) for
+  // the main kernel.
+  kernels::QueryTileScheduler::Params query_tiles;
+  kernels::KeyTileScheduler::Params key_tiles;
 };
 
 }  // namespace floe::detail::sm90

@@ -13,6 +13,7 @@
 #include "engines/tensor_core_rules.h"
 #include "engines/workspace.h"
 #include "kernels/constants.h"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 namespace {
@@ -32,19 +33,13 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
-  // The d64 tile is correct but slower than sm80's (H200, bf16, S 16k: 270 against 291 TFLOP/s),
-  // so sm80 serves d64 until this tile is faster; the kernel stays built for that work.
-  if (c.tile == BwdTile::d64) {
-    return "head dim 64: sm90's d64 backward tile is slower than sm80's (270 against 291 "
-           "TFLOP/s at S 16k on the H200), so it is not offered";
-  }
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
   if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
-  // dQ is summed over key tiles with float atomics, whose order varies run to run.
+  // dQ is summed over key tiles by bulk reduce-adds, whose order varies run to run.
   if (f.deterministic) {
-    return "deterministic: sm90's backward adds dQ with atomics in no fixed order (sm80 serves "
-           "the deterministic mode)";
+    return "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order (sm80 "
+           "serves the deterministic mode)";
   }
   if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
   if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
@@ -113,6 +108,8 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
+  p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
+  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv);
   return p;
 }
 
@@ -216,9 +213,9 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   add_workspace(facts, params, workspace);
   BwdGrids grids;
   grids.query_tiles =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_m_blocks) * facts.h_q * facts.b);
+      static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
-      static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
+      static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
   if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
       std::make_unique<Sm90BackwardPlan>(facts, params, c.kernel, c.tile, grids));

@@ -3,7 +3,7 @@
 //   delta[i]    = sum_d dO * O (0 for rows past the batch's query length),
 //   lse_log2[i] = LSE * log2(e) from the stats (through their strides); +inf for rows past the
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0,
-//   dq_accum    = 0 over the tile's rows.
+//   dq_accum    = 0 over the tile (64 x d floats, whatever their order).
 // The same computation as sm80's preprocess, over this engine's row-major dq_accum.
 #pragma once
 
@@ -13,6 +13,7 @@
 
 #include "engines/sm90/bwd_params.h"
 #include "kernels/math.cuh"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -21,10 +22,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   constexpr int kThreads = 256;
   constexpr int kLanesPerRow = 8;  // 8 lanes x 16 bytes = one 64-element slice of a row
   const int tid = static_cast<int>(threadIdx.x);
-  const int m_block = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_m_blocks));
-  const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_m_blocks));
-  const int h = hb % p.h_q;
-  const int b = hb / p.h_q;
+  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
+  const int m_block = tile.m_block, h = tile.h, b = tile.b;
   const int sq_b = p.lens.q_len(b, p.s_q);
   const int m0 = m_block * kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;

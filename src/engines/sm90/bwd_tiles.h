@@ -1,5 +1,5 @@
-// sm90 backward: the tiles (host and device read the same table). One shape for now: 64 queries
-// per visit, 128 keys per CTA (two consumer warpgroups of 64 keys), a 2-stage Q / dO ring.
+// sm90 backward: the tiles (host and device read the same table): 128 keys per CTA (two consumer
+// warpgroups of 64 keys), 64 or 80 queries per visit, a 2-stage Q / dO ring.
 #pragma once
 
 namespace floe::detail::sm90 {
@@ -10,10 +10,16 @@ inline constexpr int kBwdTileCount = 2;
 struct BwdTileShape {
   const char* name;
   int d, block_m, block_n, stages;
+  bool dq_before_dk;  // issue order dV, dQ, dK (bwd_traits.cuh kDqBeforeDk)
 };
 
-inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2},
-                                                               {"d128", 128, 64, 128, 2}};
+// d128: 80-row query tiles (dQ computed transposed) with dQ issued before dK. H200, bf16, S 16k,
+// in one call through the library (floe bench): 564 TFLOP/s against 527 for 64-row tiles with the
+// order dV, dK, dQ; the dev harness: 64 rows 537 / dQ first 570, 80 rows 546 / dQ first 578.
+// d64: 64-row tiles, order dV, dK, dQ: 400 (sm80: 292). dQ first measured 425 in the harness but
+// has not been through the pinned battery at d64 yet.
+inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2, false},
+                                                               {"d128", 128, 80, 128, 2, true}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];

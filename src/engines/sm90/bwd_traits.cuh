@@ -7,23 +7,50 @@
 //   dV  += P^T dO   RS GMMA, M = keys, N = d, K = queries (dO read MN-major)
 //   dK  += dS^T Q   RS GMMA, the same shape (Q read MN-major)
 //   dQ   = dS K     SS GMMA, M = queries, N = d split between the warpgroups, K = keys
-//                   (dS through shared memory, K read MN-major)
+//                   (dS through shared memory, K read MN-major); its fp32 accumulator goes to
+//                   shared memory in fragment order (below) and is added into the workspace's
+//                   dq_accum by one bulk reduce-add per warpgroup
 // Q, dO, K, V sit in shared memory in the 128-byte-swizzled K-major layout TMA writes
 // (tma_descriptor.h); dS in the same layout, written by the consumers.
 #pragma once
 
+#include <cute/arch/copy_sm90.hpp>
 #include <cute/arch/mma_sm90.hpp>
+#include <cute/atom/copy_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
+// The 64 x 80 GMMA atoms (bwd_ss_op), which CuTe includes only with
+// CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
+#include <cute/atom/mma_traits_sm90_gmma_ext.hpp>
 #include <cute/tensor.hpp>
+#include <type_traits>
 
 namespace floe::detail::sm90 {
 
+// The SS GMMA atom for a 64 x N tile: CuTe's selector, except N = 80 (query tiles of 80 rows),
+// which the selector offers only with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (else it falls back
+// to five N = 16 instructions).
+template <class Element, int kN, cute::GMMA::Major kMajorA, cute::GMMA::Major kMajorB, int kK>
+constexpr auto bwd_ss_op() {
+  if constexpr (kN == 80 && std::is_same_v<Element, cute::bfloat16_t>) {
+    return cute::SM90::GMMA::MMA_64x80x16_F32BF16BF16_SS<kMajorA, kMajorB>{};
+  } else if constexpr (kN == 80) {
+    return cute::SM90::GMMA::MMA_64x80x16_F32F16F16_SS<kMajorA, kMajorB>{};
+  } else {
+    return cute::GMMA::ss_op_selector<Element, Element, float,
+                                      cute::Shape<cute::_64, cute::Int<kN>, cute::Int<kK>>, kMajorA,
+                                      kMajorB>();
+  }
+}
+
 // kOverlapDq_: dQ = dS K issued while dV and dK are in flight (more registers live);
 // kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
+// kDqBeforeDk_: the order dV, dQ, dK, so that dQ's store to shared memory runs under dK.
 template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
-          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false>
+          bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false, bool kDqBeforeDk_ = false>
 struct BwdTraitsOf {
   static constexpr bool kOverlapDq = kOverlapDq_;
+  static constexpr bool kDqBeforeDk = kDqBeforeDk_;
   static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;
   static constexpr int kDsBuffers = kDoubleBufferDs_ ? 2 : 1;
   using Element = Element_;
@@ -45,17 +72,33 @@ struct BwdTraitsOf {
   using WGsN = cute::Layout<cute::Shape<cute::_1, cute::Int<kConsumerWarpgroups>, cute::_1>>;
 
   using MmaSdP = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, BM, D>>(),
-      WGsM{}));
+      bwd_ss_op<Element, kBlockM, cute::GMMA::Major::K, cute::GMMA::Major::K, kD>(), WGsM{}));
   using MmadKV = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, BM>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
       WGsM{}));
-  using MmadQ = decltype(cute::make_tiled_mma(
-      cute::GMMA::ss_op_selector<Element, Element, float,
-                                 cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
-                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
-      WGsN{}));
+  // A query tile that is not a multiple of 64 rows (80: FA3's d128 tile) cannot be dQ's M, so
+  // dQ is computed transposed: dQ^T = K^T dS^T, M = d split between the warpgroups (d = 128),
+  // N = queries, K = keys (K^T read MN-major, dS K-major, both from the same smem tiles).
+  static constexpr bool kDqSwapAB = kBlockM % 64 != 0;
+  static_assert(!kDqSwapAB || kD == 64 * kConsumerWarpgroups, "dQ^T: d is 64 per warpgroup");
+  template <bool kSwap, int = 0>
+  struct DqMma {  // dQ = dS K: M = queries, N = d split between the warpgroups
+    using type = decltype(cute::make_tiled_mma(
+        cute::GMMA::ss_op_selector<Element, Element, float,
+                                   cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
+                                   cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+        WGsN{}));
+  };
+  template <int kUnused>
+  struct DqMma<true, kUnused> {  // dQ^T = K^T dS^T: M = d split between the warpgroups
+    using type = decltype(cute::make_tiled_mma(
+        bwd_ss_op<Element, kBlockM, cute::GMMA::Major::MN, cute::GMMA::Major::K, kBlockN>(),
+        WGsM{}));
+  };
+  using MmadQ = typename DqMma<kDqSwapAB>::type;
+  // The shape dQ's accumulator partitions: (query, d), or (d, query) when swapped.
+  using TileDq = std::conditional_t<kDqSwapAB, cute::Shape<D, BM>, cute::Shape<BM, D>>;
 
   using SmemAtom = cute::GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D, Stages>{}));
@@ -69,6 +112,21 @@ struct BwdTraitsOf {
       cute::make_ordered_layout(cute::Shape<D, BN>{}, cute::Step<cute::_2, cute::_1>{})));
   using SmemLayoutdS =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kDsBuffers>>{}));
+  // dS^T(key, query, buffer) = dS(query, key, buffer): the consumers' dS^T accumulators go there
+  // with transposing stmatrix (4 per thread and visit for 64 x 64).
+  using SmemLayoutdSt = decltype(cute::composition(
+      SmemLayoutdS{}, cute::make_ordered_layout(cute::Shape<BN, BM, cute::Int<kDsBuffers>>{},
+                                                cute::Step<cute::_2, cute::_1, cute::_3>{})));
+  using SmemCopydS = decltype(cute::make_tiled_copy_C(
+      cute::Copy_Atom<cute::SM90_U16x8_STSM_T, Element>{}, MmaSdP{}));
+
+  // dQ of one visit in fragment order: warpgroup w's accumulator (kDqFrag floats a thread) at
+  // [w][j][thread][4] for j < kDqFrag / 4, so that each thread stores float4s a warp writes as
+  // 512 contiguous bytes (no bank conflict), and the half is one contiguous run for the bulk
+  // reduce-add. dq_accum holds each query tile in the same order (bwd_dq_convert.cuh undoes it).
+  static constexpr int kDqHalfFloats = kBlockM * kD / kConsumerWarpgroups;
+  static constexpr int kDqFrag = kDqHalfFloats / 128;
+  static_assert(kDqFrag % 4 == 0, "float4 stores of the dQ fragment");
 
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
@@ -76,10 +134,12 @@ struct BwdTraitsOf {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> v;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>> ds;
+    alignas(128) float dq[kConsumerWarpgroups * kDqHalfFloats];
     alignas(16) float lse[kStages][kBlockM];
     alignas(16) float delta[kStages][kBlockM];
     alignas(8) uint64_t kv_full;
     uint64_t q_full[kStages], do_full[kStages], q_empty[kStages], do_empty[kStages];
+    uint64_t dq_full[kConsumerWarpgroups], dq_empty[kConsumerWarpgroups];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
 
