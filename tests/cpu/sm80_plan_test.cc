@@ -29,15 +29,18 @@ bool score_mod(const Problem& p) {
          (p.scale().has_value() && *p.scale() < 0);
 }
 
-// Whether the kernel sm80 would run for `p` is in this build's kernel set.
-bool built(const Problem& p) {
+// Whether the kernel sm80 would run for `p` on `target` is in this build's kernel set.
+bool built(const Problem& p, const Target& target) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   const TensorDesc& v = *p.tensor(TensorId::v);
-  const auto tile = detail::sm80::head_dim_tile_for(q.dims[3], v.dims[3]);
+  const auto dims = detail::sm80::head_dim_tile_for(q.dims[3], v.dims[3]);
+  const size_t smem = target.smem_per_block_optin;
   if (p.direction() == Direction::backward) {
-    return detail::sm80::find_bwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
+    return detail::sm80::find_bwd_kernel(detail::sm80::bwd_tile_for(dims, smem), p.dtype(),
+                                         score_mod(p)) != nullptr;
   }
-  return detail::sm80::find_fwd_kernel(tile, p.dtype(), score_mod(p)) != nullptr;
+  return detail::sm80::find_fwd_kernel(detail::sm80::fwd_tile_for(dims, smem), p.dtype(),
+                                       score_mod(p)) != nullptr;
 }
 
 struct Named {
@@ -101,9 +104,11 @@ std::vector<Named> typical_forward_problems() {
 
 TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
   for (int arch : {80, 90}) {
+    const Target target = Target::cuda_arch(arch);
     for (const Named& n : typical_forward_problems()) {
       SCOPED_TRACE(n.name + " on sm_" + std::to_string(arch));
-      auto plan = Plan::build(n.problem, Target::cuda_arch(arch));
+      const bool is_built = built(n.problem, target);
+      auto plan = Plan::build(n.problem, target);
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       const EngineVerdict* v = verdict_of(*plan, "sm80");
       ASSERT_NE(v, nullptr);
@@ -113,10 +118,10 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
       if (arch != 90) EXPECT_FALSE(v90->accepted);
       if (v90->accepted) {
         EXPECT_EQ(plan->engine(), "sm90") << plan->explain();
-      } else if (built(n.problem)) {
+      } else if (is_built) {
         EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
       }
-      if (built(n.problem)) {
+      if (is_built) {
         EXPECT_TRUE(v->accepted) << v->reason;
         EXPECT_EQ(plan->workspace_bytes(), 0u);
         EXPECT_TRUE(plan->workspace_chunks().empty());
@@ -185,9 +190,10 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
   for (const Named& n : typical_backward_problems()) {
     SCOPED_TRACE(n.name);
     // Pinned: on sm_90 the sm90 engine ranks first and takes the backward problems it serves.
-    auto plan = Plan::build(n.problem, Target::cuda_arch(90), PlanOptions{"sm80"});
-    ASSERT_TRUE(plan.ok() || !built(n.problem)) << plan.status().message();
-    if (!built(n.problem)) {
+    const Target h100 = Target::cuda_arch(90);
+    auto plan = Plan::build(n.problem, h100, PlanOptions{"sm80"});
+    ASSERT_TRUE(plan.ok() || !built(n.problem, h100)) << plan.status().message();
+    if (!built(n.problem, h100)) {
       EXPECT_NE(plan.status().message().find("kernel not built in the ci kernel set"),
                 std::string::npos)
           << plan.status().message();
@@ -200,8 +206,8 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
     // row, all over whole query tiles; a semaphore per query tile when deterministic.
     const TensorDesc& q = *n.problem.tensor(TensorId::q);
     const TensorDesc& v_desc = *n.problem.tensor(TensorId::v);
-    const auto& shape =
-        detail::sm80::bwd_tile_shape(detail::sm80::head_dim_tile_for(q.dims[3], v_desc.dims[3]));
+    const auto& shape = detail::sm80::bwd_tile_shape(detail::sm80::bwd_tile_for(
+        detail::sm80::head_dim_tile_for(q.dims[3], v_desc.dims[3]), h100.smem_per_block_optin));
     const size_t m_blocks = static_cast<size_t>((q.dims[2] + shape.block_m - 1) / shape.block_m);
     const size_t rows = static_cast<size_t>(q.dims[0] * q.dims[1]) * m_blocks * shape.block_m;
     std::vector<std::pair<std::string, size_t>> want = {
@@ -228,27 +234,36 @@ TEST(Sm80Plan, RanksSecondBehindSm90) {
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
   for (DType dt : {DType::f16, DType::bf16}) {
     for (bool mod : {false, true}) {
-      const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::HeadDimTile::d128, dt, mod);
+      const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
       ASSERT_NE(k, nullptr);
       EXPECT_EQ(k->smem_bytes,
-                detail::sm80::fwd_tile_shape(detail::sm80::HeadDimTile::d128).smem_bytes());
+                detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
       EXPECT_GT(k->threads, 0);
+      const auto* b = detail::sm80::find_bwd_kernel(detail::sm80::BwdTile::d128, dt, mod);
+      ASSERT_NE(b, nullptr);
+      EXPECT_EQ(b->smem_bytes,
+                detail::sm80::bwd_tile_shape(detail::sm80::BwdTile::d128).smem_bytes());
     }
   }
 }
 
 TEST(Sm80Plan, TileChoiceCoversEveryHeadDim) {
+  using detail::sm80::bwd_tile_for;
   using detail::sm80::bwd_tile_shape;
+  using detail::sm80::fwd_tile_for;
   using detail::sm80::fwd_tile_shape;
   using detail::sm80::head_dim_tile_for;
   using detail::sm80::HeadDimTile;
+  // Every tile a class may pick, on any part, holds the class's head dims.
   for (int dqk = 8; dqk <= 256; dqk += 8) {
     for (int dv = 8; dv <= 256; dv += 8) {
       const HeadDimTile t = head_dim_tile_for(dqk, dv);
-      EXPECT_GE(fwd_tile_shape(t).d_qk, dqk);
-      EXPECT_GE(fwd_tile_shape(t).d_v, dv);
-      EXPECT_GE(bwd_tile_shape(t).d_qk, dqk);
-      EXPECT_GE(bwd_tile_shape(t).d_v, dv);
+      for (size_t kb : {227, 163, 99, 48}) {
+        EXPECT_GE(fwd_tile_shape(fwd_tile_for(t, kb * 1024)).d_qk, dqk);
+        EXPECT_GE(fwd_tile_shape(fwd_tile_for(t, kb * 1024)).d_v, dv);
+        EXPECT_GE(bwd_tile_shape(bwd_tile_for(t, kb * 1024)).d_qk, dqk);
+        EXPECT_GE(bwd_tile_shape(bwd_tile_for(t, kb * 1024)).d_v, dv);
+      }
     }
   }
   EXPECT_EQ(head_dim_tile_for(64, 64), HeadDimTile::d64);
@@ -358,45 +373,138 @@ TEST(Sm80Plan, PinningSm80ToADeclinedProblemFailsWithItsReason) {
       << plan.status().message();
 }
 
-TEST(Sm80Plan, SharedMemoryLimitedPartsDeclineTheLargeTiles) {
-  // sm_86 / sm_89 allow 99 KB a block: the d256 tile (128 KB) does not fit there.
-  const Problem p = Problem::forward(Shape{1, 8, 8, 1024, 1024, 256, 256}, DType::bf16);
-  auto plan = Plan::build(p, Target::cuda_arch(86));
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->engine(), "generic");
-  const EngineVerdict* v = verdict_of(*plan, "sm80");
-  ASSERT_NE(v, nullptr);
-  if (built(p)) {
-    EXPECT_EQ(v->reason,
-              "tile d256 needs 128 KB of shared memory per block; the device allows 99 KB");
-  } else {
-    EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
-        << v->reason;
+// The tile sm80 runs for each head-dim class on each class of part, chosen from the target's
+// shared memory per block: the H200's (227 KB, sm80 pinned: sm90 ranks first there), the A100's
+// (163 KB) and sm_86/sm_89's (99 KB). Written out here rather than derived from the tile tables,
+// so that a change of either shows. Empty: no tile fits, sm80 declines.
+struct Routed {
+  int arch;
+  int d_qk, d_v;
+  const char* fwd_tile;
+  const char* bwd_tile;
+};
+
+std::vector<Routed> expected_routes() {
+  std::vector<Routed> out;
+  for (int arch : {90, 80, 86, 89}) {
+    const bool small = arch == 86 || arch == 89;
+    for (int d = 8; d <= 256; d += 8) {
+      const char* fwd = d <= 64 ? "d64" : d <= 128 ? "d128" : small ? "d256m64" : "d256";
+      const char* bwd = d <= 64      ? (small ? "d64m64" : "d64")
+                        : d <= 128   ? (small ? "d128q1" : "d128")
+                        : small      ? ""
+                        : arch == 80 ? "d256q1"
+                                     : "d256";
+      out.push_back({arch, d, d, fwd, bwd});
+    }
+    out.push_back({arch, 192, 128, "d192x128", small ? "d192x128q1" : "d192x128"});
+    out.push_back({arch, 64, 128, "d128", small ? "d128q1" : "d128"});
+    out.push_back({arch, 256, 64, small ? "d256m64" : "d256",
+                   small        ? ""
+                   : arch == 80 ? "d256q1"
+                                : "d256"});
   }
-  // The d256 backward tile takes 208 KB: not even an A100 (163 KB) holds it.
-  const Problem wide = Problem::backward(Shape{1, 8, 8, 1024, 1024, 256, 256}, DType::bf16);
-  auto wide_plan = Plan::build(wide, Target::cuda_arch(80));
-  ASSERT_TRUE(wide_plan.ok()) << wide_plan.status().message();
-  EXPECT_EQ(wide_plan->engine(), "generic");
-  if (built(wide)) {
-    EXPECT_EQ(verdict_of(*wide_plan, "sm80")->reason,
-              "backward tile d256 needs 208 KB of shared memory per block; the device allows "
-              "163 KB");
+  return out;
+}
+
+// The kernel of tile `name` in this build, by name (nullptr: not built, or no such tile).
+template <class Tile, int kCount, class Find>
+bool tile_built(const char* const (&names)[kCount], const std::string& name, Find find) {
+  for (int i = 0; i < kCount; ++i) {
+    if (name == names[i]) return find(static_cast<Tile>(i), DType::bf16, false) != nullptr;
   }
-  // The d64 and d128 backward tiles take 160 KB: A100/H100-class parts only.
-  const Problem bwd = Problem::backward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16);
-  auto bwd_plan = Plan::build(bwd, Target::cuda_arch(86));
-  ASSERT_TRUE(bwd_plan.ok()) << bwd_plan.status().message();
-  EXPECT_EQ(bwd_plan->engine(), "generic");
-  const EngineVerdict* bv = verdict_of(*bwd_plan, "sm80");
-  ASSERT_NE(bv, nullptr);
-  EXPECT_EQ(bv->reason,
-            "backward tile d128 needs 160 KB of shared memory per block; the device allows 99 KB");
-  // d128 fits everywhere.
-  auto small = Plan::build(Problem::forward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16),
-                           Target::cuda_arch(86));
-  ASSERT_TRUE(small.ok());
-  EXPECT_EQ(small->engine(), "sm80") << small->explain();
+  ADD_FAILURE() << "no tile " << name;
+  return false;
+}
+
+TEST(Sm80Plan, EveryHeadDimRoutesToTheTileOfEachPartClass) {
+  namespace sm80 = detail::sm80;
+  for (const Routed& r : expected_routes()) {
+    const Target target = Target::cuda_arch(r.arch);
+    for (bool backward : {false, true}) {
+      const Shape shape{1, 4, 4, 256, 256, r.d_qk, r.d_v};
+      const Problem p =
+          backward ? Problem::backward(shape, DType::bf16) : Problem::forward(shape, DType::bf16);
+      const std::string tile = backward ? r.bwd_tile : r.fwd_tile;
+      SCOPED_TRACE("sm_" + std::to_string(r.arch) + (backward ? " backward" : " forward") +
+                   " d_qk " + std::to_string(r.d_qk) + " d_v " + std::to_string(r.d_v) +
+                   ", expected tile " + (tile.empty() ? "none" : tile));
+      auto plan = Plan::build(p, target, PlanOptions{"sm80"});
+      const std::string prefix = backward ? "backward tile " : "tile ";
+      if (tile.empty()) {
+        // d256 backward on 99 KB: the smallest d256 tile is the A100's.
+        ASSERT_FALSE(plan.ok());
+        const std::string why =
+            tile_built<sm80::BwdTile>(sm80::kBwdTileNames, "d256q1", sm80::find_bwd_kernel)
+                ? "backward tile d256q1 needs 144 KB of shared memory per block; the device "
+                  "allows 99 KB"
+                : "kernel not built in the ci kernel set (backward tile d256q1, bf16, plain)";
+        EXPECT_NE(plan.status().message().find("  sm80: declined: " + why + "\n"),
+                  std::string::npos)
+            << plan.status().message();
+        continue;
+      }
+      const bool is_built =
+          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile, sm80::find_bwd_kernel)
+                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile, sm80::find_fwd_kernel);
+      if (!is_built) {
+        ASSERT_FALSE(plan.ok());
+        EXPECT_NE(plan.status().message().find("  sm80: declined: kernel not built in the ci "
+                                               "kernel set (" +
+                                               prefix + tile + ", bf16, plain)\n"),
+                  std::string::npos)
+            << plan.status().message();
+        continue;
+      }
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_EQ(plan->engine(), "sm80");
+      const std::string kernel = std::string("plan: sm80_") + (backward ? "bwd_" : "fwd_") + tile +
+                                 "_bf16_plain: tile " + tile + ", ";
+      EXPECT_NE(plan->explain().find("  sm80: accepted\n"), std::string::npos) << plan->explain();
+      EXPECT_NE(plan->explain().find(kernel), std::string::npos) << plan->explain();
+    }
+  }
+}
+
+// What explain says of `p` on `target`, or the message of a plan no engine serves (a build
+// without an sm_80 image has no generic kernel for these parts): both list sm80's verdict.
+std::string verdicts(const Problem& p, const Target& target) {
+  auto plan = Plan::build(p, target);
+  return plan.ok() ? plan->explain() : plan.status().message();
+}
+
+// Unpinned on the parts without sm90: sm80 serves what its tiles hold and names the tile that
+// does not fit when none does.
+TEST(Sm80Plan, SharedMemoryLimitedPartsGetTheirOwnTiles) {
+  const Problem bwd256 = Problem::backward(Shape{1, 8, 8, 1024, 1024, 256, 256}, DType::bf16);
+  const Problem bwd128 = Problem::backward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16);
+  for (int arch : {86, 89}) {
+    SCOPED_TRACE("sm_" + std::to_string(arch));
+    const Target target = Target::cuda_arch(arch);
+    EXPECT_NE(verdicts(bwd256, target).find("  sm80: declined: "), std::string::npos);
+    EXPECT_NE(verdicts(bwd256, target).find("backward tile d256q1"), std::string::npos)
+        << verdicts(bwd256, target);
+    const std::string want = built(bwd128, target)
+                                 ? "  sm80: accepted\n"
+                                 : "  sm80: declined: kernel not built in the ci kernel set "
+                                   "(backward tile d128q1, bf16, plain)\n";
+    EXPECT_NE(verdicts(bwd128, target).find(want), std::string::npos) << verdicts(bwd128, target);
+  }
+  // A100: the d256 backward runs the one-Q/dO-buffer tile (144 KB), not d256's 208 KB.
+  const std::string a100 = verdicts(bwd256, Target::cuda_arch(80));
+  EXPECT_NE(a100.find(built(bwd256, Target::cuda_arch(80))
+                          ? "plan: sm80_bwd_d256q1_bf16_plain: tile d256q1, 64 keys per CTA x "
+                            "64-query visits, 8 warps, 1 Q/dO stages, 144 KB shared memory, "
+                          : "(backward tile d256q1, bf16, plain)"),
+            std::string::npos)
+      << a100;
+  // A device whose limit is below every tile: the smallest tile's need is the reason.
+  Target tiny = Target::cuda_arch(86);
+  tiny.smem_per_block_optin = 32 * 1024;
+  EXPECT_NE(verdicts(Problem::forward(Shape{1, 8, 8, 1024, 1024, 128, 128}, DType::bf16), tiny)
+                .find("  sm80: declined: tile d128 needs 64 KB of shared memory per block; the "
+                      "device allows 32 KB\n"),
+            std::string::npos);
 }
 
 TEST(Sm80Plan, ArchitecturePlansCannotExecute) {

@@ -6,6 +6,7 @@
 // command that reproduces it.
 //
 //   FLOE_BATTERY=smoke|quick|full  FLOE_SEED=N  FLOE_ENGINE=auto|NAME  FLOE_FAILURE_DIR=DIR
+//   FLOE_SMEM_LIMIT_KB=99|163 (the tiles of sm_86/sm_89 or the A100 on this GPU)
 //   (see support/harness_env.h)
 #include <atomic>
 #include <chrono>
@@ -85,7 +86,7 @@ Outcome run_one(int index, uint64_t seed, Direction dir, const GeneratorLimits& 
   out.features = g->features;
   const std::string what = name + " [" + describe(c.json) + "]";
 
-  Result<tool::RunResult> run = tool::run_case(c, s.engine, tool::Memory::device);
+  Result<tool::RunResult> run = tool::run_case(c, s.engine, tool::Memory::device, s.smem_limit_kb);
   if (!run) {
     // A pinned engine may decline a problem (P4); with "auto" something must serve it (P5).
     if (declined_by_pinned_engine(run.status())) {
@@ -152,6 +153,10 @@ void run_battery(Direction dir, int count) {
                 tally.passed, tally.failed, tally.declined, seconds,
                 engines.empty() ? "none" : engines.c_str());
   std::string report = line;
+  if (s.smem_limit_kb > 0) {
+    report += std::string("[battery] ") + op + ": planned for " + std::to_string(s.smem_limit_kb) +
+              " KB of shared memory per block (FLOE_SMEM_LIMIT_KB)\n";
+  }
   report += std::string("[battery] ") + op + " cases per feature (failures):\n";
   for (const auto& [f, n] : tally.features) {
     std::snprintf(line, sizeof line, "  %-24s %5d", f.c_str(), n.first);

@@ -74,6 +74,15 @@ HarnessSettings read_settings() {
   s.report_file = env_or("FLOE_REPORT_FILE", "");
   s.aligned_layouts = env_or("FLOE_LAYOUT", "any") == "aligned";
   s.directions = env_or("FLOE_DIRECTIONS", "both");
+  const std::string smem = env_or("FLOE_SMEM_LIMIT_KB", "0");
+  {
+    char* end = nullptr;
+    const long kb = std::strtol(smem.c_str(), &end, 10);
+    if (*end != '\0' || kb < 0 || kb > (1 << 20)) {
+      bad_env("FLOE_SMEM_LIMIT_KB", smem, "a number of KB (0: the device's limit)");
+    }
+    s.smem_limit_kb = static_cast<int>(kb);
+  }
   s.failure_dir = env_or("FLOE_FAILURE_DIR", build_dir() + "/failures/" + seed_string(s.seed));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = env_or("FLOE_HARNESS_THREADS", std::to_string(hw));

@@ -13,6 +13,10 @@
 //   FLOE_LAYOUT          any (default): every stride pattern; aligned: the layouts tensor-core
 //                        engines serve (unit innermost stride, outer strides multiples of 8),
 //                        so that a pinned fast engine meets most cases instead of declining
+//   FLOE_SMEM_LIMIT_KB   plan as if the GPU allowed at most this many KB of shared memory per
+//                        block (sm_86/sm_89: 99, A100: 163): the engines pick the tiles of that
+//                        part and they run on this one (the battery, and every test planning
+//                        through build_plan); unset or 0: the device's own limit
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,7 @@ struct HarnessSettings {
   std::string report_file;  // empty: stdout only
   bool aligned_layouts = false;
   std::string directions = "both";
+  int smem_limit_kb = 0;  // 0: the device's
 };
 
 // Reads the variables above once; later calls return the same settings.

@@ -22,7 +22,9 @@ Status write_arrays(const std::string& dir, const tool::ArrayMap& arrays) {
 }  // namespace
 
 std::string reproduce_command(const std::string& engine, const std::string& case_dir) {
-  return floe_cli_path() + " run --device cuda --engine " + engine + " " + case_dir;
+  const int kb = harness_settings().smem_limit_kb;
+  return floe_cli_path() + " run --device cuda --engine " + engine +
+         (kb > 0 ? " --smem-limit-kb " + std::to_string(kb) : std::string()) + " " + case_dir;
 }
 
 std::string write_failure(const std::string& dir, const std::string& name, const tool::Case& c,

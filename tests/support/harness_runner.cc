@@ -27,6 +27,7 @@ Result<Plan> build_plan(const Problem& problem, tool::Memory memory, const std::
   if (memory == tool::Memory::host) return Plan::build(problem, Target::cpu(cpu_threads), options);
   Result<Target> target = Target::cuda();
   if (!target) return target.status();
+  tool::limit_smem_per_block(*target, harness_settings().smem_limit_kb);
   return Plan::build(problem, *target, options);
 }
 

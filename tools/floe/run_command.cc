@@ -15,6 +15,7 @@ struct RunOptions {
   std::vector<std::string> cases;
   std::string engine = "auto";
   std::string device;
+  int smem_limit_kb = 0;
 };
 
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ Status run_one(const std::string& dir, const RunOptions& opt, Memory memory, Run
   }
   Result<Case> c = read_case(dir);
   if (!c) return c.status();
-  Result<RunResult> r = run_case(*c, opt.engine, memory);
+  Result<RunResult> r = run_case(*c, opt.engine, memory, opt.smem_limit_kb);
   if (!r) return r.status();
   fs::create_directories(partial, ec);
   if (ec) {
@@ -117,6 +118,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("cases", opt->cases, "case folders (problem.json + inputs)")->required();
   cmd->add_option("--engine", opt->engine, "auto, or the name of the engine that must serve");
   add_device_option(*cmd, opt->device);
+  cmd->add_option("--smem-limit-kb", opt->smem_limit_kb,
+                  "plan as if the device allowed at most this much shared memory per block (KB), "
+                  "so the tiles of a smaller part run here (sm_86/sm_89: 99, A100: 163)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
 }
 

@@ -1,5 +1,5 @@
 // sm80 backward: the compiled instantiations, as the planner sees them (no device code here).
-// One entry per (head-dim tile, dtype, score-mod flag); each tile's instantiations live in their
+// One entry per (tile, dtype, score-mod flag); each tile's instantiations live in their
 // own translation unit (bwd_<tile>.cu, generated from tile_kernels.cu.in) so the build
 // parallelises. An entry launches the whole backward:
 // preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
@@ -29,10 +29,15 @@ const BwdKernel* bwd_kernel_d64(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d128(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d192_128(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d256(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d64_m64(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d128_q1(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d256_q1(DType dtype, bool score_mod);
 
-inline const BwdKernel* find_bwd_kernel(HeadDimTile tile, DType dtype, bool score_mod) {
-  static constexpr TileLookup<BwdKernel> kLookups[kHeadDimTileCount] = {
-      &bwd_kernel_d64, &bwd_kernel_d128, &bwd_kernel_d192_128, &bwd_kernel_d256};
+inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod) {
+  static constexpr TileLookup<BwdKernel> kLookups[kBwdTileCount] = {
+      &bwd_kernel_d64,     &bwd_kernel_d128,    &bwd_kernel_d192_128,    &bwd_kernel_d256,
+      &bwd_kernel_d64_m64, &bwd_kernel_d128_q1, &bwd_kernel_d192_128_q1, &bwd_kernel_d256_q1};
   return find_kernel(kLookups, tile, dtype, score_mod);
 }
 

@@ -45,12 +45,12 @@ struct BwdInstance {
 };
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
-template <HeadDimTile kTile>
+template <BwdTile kTile>
 const BwdKernel* bwd_tile_kernel(DType dtype, bool score_mod) {
   static const TileKernels<BwdKernel> kernels =
       make_tile_kernels<BwdKernel, BwdInstance, BwdTraits<kTile, cute::half_t>,
                         BwdTraits<kTile, cute::bfloat16_t>>(
-          kKernelNames[1][static_cast<int>(kTile)]);
+          kBwdKernelNames[static_cast<int>(kTile)]);
   return kernels.get(dtype, score_mod);
 }
 

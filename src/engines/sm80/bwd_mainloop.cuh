@@ -2,7 +2,9 @@
 // once; the (query head, query tile) visits stream Q and dO through two buffers with cp.async,
 // the next visit's tiles loading under the whole current one. One barrier opens each visit (its
 // Q and dO have landed, and every warp is done with the previous visit's buffers, P and dS), one
-// separates writing P and dS from the GEMMs that read them transposed.
+// separates writing P and dS from the GEMMs that read them transposed. The tiles of parts with
+// less shared memory keep one Q/dO buffer (T::kQStages == 1): the next visit's tiles load after
+// a barrier at the end of the current one, and the visit waits for them.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -166,7 +168,7 @@ struct BwdMainloop {
     };
     CUTE_NO_UNROLL
     for (int visit = 0; visit < visits; ++visit) {
-      const int buf = visit & 1;
+      const int buf = T::kQStages == 2 ? visit & 1 : 0;
       const int m0 = m_idx * kBlockM;
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
@@ -174,8 +176,10 @@ struct BwdMainloop {
       __syncthreads();     // ... everyone's; and every warp is done with the previous visit
       int next_h, next_m;
       next(next_h, next_m);
-      if (visit + 1 < visits) load_q_do(next_h, next_m, buf ^ 1);
-      cp_async_fence();
+      if constexpr (T::kQStages == 2) {
+        if (visit + 1 < visits) load_q_do(next_h, next_m, buf ^ 1);
+        cp_async_fence();
+      }
 
       float lse2[kRows], delta[kRows];
       load_row_stats(p, row_base, tScS, lse2, delta);
@@ -279,6 +283,13 @@ struct BwdMainloop {
       // dK += dS^T Q.
       kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
                               tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
+      if constexpr (T::kQStages == 1) {
+        if (visit + 1 < visits) {
+          __syncthreads();  // every warp is done with this visit's Q and dO
+          load_q_do(next_h, next_m, 0);
+        }
+        cp_async_fence();
+      }
       h = next_h;
       m_idx = next_m;
     }

@@ -10,11 +10,11 @@
 namespace floe::detail::sm80 {
 namespace {
 
-using BwdChoice = TileChoice<BwdKernel>;
+using BwdChoice = TileChoice<BwdKernel, BwdTile>;
 
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
   BwdChoice c;
-  if (std::string why = choose_tile(f, target, c); !why.empty()) return why;
+  if (std::string why = choose_tile(f, target, bwd_tile_for, c); !why.empty()) return why;
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   if (std::string why =
           check_operands(kEngine, f, {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq},
@@ -31,8 +31,8 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   }
   c.kernel = find_bwd_kernel(c.tile, f.dtype, c.score_mod);
   if (std::string why =
-          check_kernel(c.kernel, std::string("backward tile ") + head_dim_tile_name(c.tile),
-                       f.dtype, c.score_mod, target);
+          check_kernel(c.kernel, std::string("backward tile ") + bwd_tile_name(c.tile), f.dtype,
+                       c.score_mod, target);
       !why.empty()) {
     return why;
   }
@@ -96,9 +96,11 @@ void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) 
 
 class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
  public:
-  Sm80BackwardPlan(const BwdParams& params, const BwdKernel* kernel, const BwdGrids& grids)
+  Sm80BackwardPlan(const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
+                   const BwdGrids& grids)
       : params_(params),
         kernel_(kernel),
+        tile_(tile),
         grids_(grids),
         // A broadcast bias's gradient is a sum over CTAs: its own kernel (bwd_dbias.cuh).
         dbias_summed_((params.bias_b == 1 && params.b > 1) ||
@@ -124,9 +126,19 @@ class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grids_, stream));
   }
 
+  std::string describe() const override {
+    const BwdTileShape& s = bwd_tile_shape(tile_);
+    return std::string(kernel_->name) + ": tile " + bwd_tile_name(tile_) + ", " +
+           std::to_string(s.block_n) + " keys per CTA x " + std::to_string(s.block_m) +
+           "-query visits, " + std::to_string(s.warps) + " warps, " + std::to_string(s.q_stages) +
+           " Q/dO stages, " + std::to_string(s.smem_bytes() / 1024) + " KB shared memory, " +
+           std::to_string(grids_.key_tiles) + " CTAs";
+  }
+
  private:
   BwdParams params_;
   const BwdKernel* kernel_;
+  BwdTile tile_;
   BwdGrids grids_;
   bool dbias_summed_;
 };
@@ -155,7 +167,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::BiasTileScheduler::grid(params.bias_tiles, params.bias_b));
   if (Status st = prepare_on_device(kEngine, *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm80BackwardPlan>(params, c.kernel, grids));
+      std::make_unique<Sm80BackwardPlan>(params, c.kernel, c.tile, grids));
 }
 
 }  // namespace floe::detail::sm80

@@ -1,4 +1,4 @@
-// sm80 backward: the tile shapes, one per compiled head-dim tile (head_dim_tile.h). Plain
+// sm80 backward: the compiled tiles and their shapes, per head-dim class (head_dim_tile.h). Plain
 // constexpr data, read by the planner (host, no CUDA) and by the kernels' traits, so both always
 // agree.
 #pragma once
@@ -16,28 +16,92 @@ struct BwdTileShape {
   int atom_m_sdp;  // warps along the query rows of S = Q K^T and dP = dO V^T
   int atom_n_dkv;  // warps along the key rows of dK, dV
   int atom_m_dq;   // warps along the query rows of dQ = dS K
+  int q_stages;    // Q and dO buffers: 2 = the next visit's load under this one, 1 = loaded
+                   // after it (parts with less shared memory)
 
   constexpr int threads() const { return warps * 32; }
-  // Q and dO double-buffered, K, V, then P and dS (block_m x block_n each); 2-byte elements.
+  // Q and dO (q_stages each), K, V, then P and dS (block_m x block_n each); 2-byte elements.
   constexpr int smem_bytes() const {
-    return 2 * (2 * block_m * d_qk + 2 * block_m * d_v + block_n * (d_qk + d_v) +
+    return 2 * (q_stages * block_m * d_qk + q_stages * block_m * d_v + block_n * (d_qk + d_v) +
                 2 * block_m * block_n);
   }
 };
+
+// The compiled backward tiles: one per head-dim class for the H200 and H100 (227 KB of shared
+// memory per block), then the smaller ones of the parts with less: d256q1 for the A100's 163 KB,
+// and d64m64, d128q1, d192x128q1 for the 99 KB of sm_86/sm_89. The d256 class has no tile that
+// fits 99 KB (K and V of 64 keys alone take 64 KB; see README.md).
+enum class BwdTile : int {
+  d64 = 0,
+  d128 = 1,
+  d192_128 = 2,
+  d256 = 3,
+  d64_m64 = 4,
+  d128_q1 = 5,
+  d192_128_q1 = 6,
+  d256_q1 = 7,
+};
+inline constexpr int kBwdTileCount = 8;
 
 // FlashAttention-2's shapes for these head dims (8 warps; 128 keys a CTA so each dK/dV row
 // block amortises the Q/dO traffic; 64 query rows at d128, where the dK and dV accumulators
 // take 128 registers a thread). The wide tiles own 64 keys and visit 64 query rows at a time
 // (dK, dV and the dQ product then take 64 + 64 + 64 registers at d256).
-inline constexpr BwdTileShape kBwdTiles[kHeadDimTileCount] = {
-    /* d64      */ {64, 64, 128, 128, 8, 4, 4, 4},   // 160 KB smem
-    /* d128     */ {128, 128, 64, 128, 8, 2, 4, 2},  // 160 KB
-    /* d192x128 */ {192, 128, 64, 64, 8, 4, 2, 2},   // 136 KB
-    /* d256     */ {256, 256, 64, 64, 8, 4, 2, 2},   // 208 KB: H100 / H200 class parts only
+// The smaller tiles keep the atoms of the H200 tiles (d64m64 those of d64, the q1 tiles those of
+// d192x128 and d256) and change only the query rows a visit or the Q/dO buffers, as
+// FlashAttention 2 does on these parts (64 query rows at d64, one Q/dO buffer from d128 up).
+inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
+    /* d64         */ {64, 64, 128, 128, 8, 4, 4, 4, 2},   // 160 KB smem
+    /* d128        */ {128, 128, 64, 128, 8, 2, 4, 2, 2},  // 160 KB
+    /* d192x128    */ {192, 128, 64, 64, 8, 4, 2, 2, 2},   // 136 KB
+    /* d256        */ {256, 256, 64, 64, 8, 4, 2, 2, 2},   // 208 KB: H100 / H200 class parts only
+    /* d64_m64     */ {64, 64, 64, 128, 8, 4, 4, 4, 2},    //  96 KB: sm_86 / sm_89
+    /* d128_q1     */ {128, 128, 64, 64, 8, 4, 2, 2, 1},   //  80 KB: sm_86 / sm_89
+    /* d192_128_q1 */ {192, 128, 64, 64, 8, 4, 2, 2, 1},   //  96 KB: sm_86 / sm_89
+    /* d256_q1     */ {256, 256, 64, 64, 8, 4, 2, 2, 1},   // 144 KB: A100 class
 };
 
-inline constexpr const BwdTileShape& bwd_tile_shape(HeadDimTile t) {
+inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTiles[static_cast<int>(t)];
+}
+
+inline constexpr const char* kBwdTileNames[kBwdTileCount] = {
+    "d64", "d128", "d192x128", "d256", "d64m64", "d128q1", "d192x128q1", "d256q1"};
+inline constexpr const char* bwd_tile_name(BwdTile t) {
+  return kBwdTileNames[static_cast<int>(t)];
+}
+
+// The instantiations' names in messages, "sm80_bwd_<tile>_<dtype>_<plain|scoremod>", by
+// [tile][{f16, bf16} x {plain, score-mod}].
+inline constexpr const char* kBwdKernelNames[kBwdTileCount][4] = {
+    {"sm80_bwd_d64_f16_plain", "sm80_bwd_d64_f16_scoremod", "sm80_bwd_d64_bf16_plain",
+     "sm80_bwd_d64_bf16_scoremod"},
+    {"sm80_bwd_d128_f16_plain", "sm80_bwd_d128_f16_scoremod", "sm80_bwd_d128_bf16_plain",
+     "sm80_bwd_d128_bf16_scoremod"},
+    {"sm80_bwd_d192x128_f16_plain", "sm80_bwd_d192x128_f16_scoremod",
+     "sm80_bwd_d192x128_bf16_plain", "sm80_bwd_d192x128_bf16_scoremod"},
+    {"sm80_bwd_d256_f16_plain", "sm80_bwd_d256_f16_scoremod", "sm80_bwd_d256_bf16_plain",
+     "sm80_bwd_d256_bf16_scoremod"},
+    {"sm80_bwd_d64m64_f16_plain", "sm80_bwd_d64m64_f16_scoremod", "sm80_bwd_d64m64_bf16_plain",
+     "sm80_bwd_d64m64_bf16_scoremod"},
+    {"sm80_bwd_d128q1_f16_plain", "sm80_bwd_d128q1_f16_scoremod", "sm80_bwd_d128q1_bf16_plain",
+     "sm80_bwd_d128q1_bf16_scoremod"},
+    {"sm80_bwd_d192x128q1_f16_plain", "sm80_bwd_d192x128q1_f16_scoremod",
+     "sm80_bwd_d192x128q1_bf16_plain", "sm80_bwd_d192x128q1_bf16_scoremod"},
+    {"sm80_bwd_d256q1_f16_plain", "sm80_bwd_d256q1_f16_scoremod", "sm80_bwd_d256q1_bf16_plain",
+     "sm80_bwd_d256q1_bf16_scoremod"}};
+
+// The tiles of each head-dim class, preferred first.
+inline constexpr BwdTile kBwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {
+    {BwdTile::d64, BwdTile::d64_m64},
+    {BwdTile::d128, BwdTile::d128_q1},
+    {BwdTile::d192_128, BwdTile::d192_128_q1},
+    {BwdTile::d256, BwdTile::d256_q1}};
+
+// The tile of class `dims` for a part with `smem_limit` bytes of shared memory per block.
+inline constexpr BwdTile bwd_tile_for(HeadDimTile dims, size_t smem_limit) {
+  return first_fitting(kBwdClassTiles[static_cast<int>(dims)], smem_limit,
+                       [](BwdTile t) { return bwd_tile_shape(t).smem_bytes(); });
 }
 
 }  // namespace floe::detail::sm80

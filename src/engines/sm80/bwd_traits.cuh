@@ -15,7 +15,7 @@
 namespace floe::detail::sm80 {
 
 template <int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_, int kAtomMSdP_,
-          int kAtomNdKV_, int kAtomMdQ_, class Element_>
+          int kAtomNdKV_, int kAtomMdQ_, int kQStages_, class Element_>
 struct BwdTraitsT {
   using Element = Element_;
   static constexpr int kDqk = kDqk_;
@@ -24,9 +24,11 @@ struct BwdTraitsT {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = kWarps_ * 32;
+  static constexpr int kQStages = kQStages_;
 
   static_assert(kDqk % 64 == 0 && kDv % 64 == 0 && kBlockM % 64 == 0 && kBlockN % 64 == 0,
                 "every tile is whole 128-byte swizzled rows");
+  static_assert(kQStages == 1 || kQStages == 2, "one or two Q/dO buffers");
 
   using MmaOp =
       std::conditional_t<std::is_same_v<Element, cute::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
@@ -55,15 +57,15 @@ struct BwdTraitsT {
       L{}, cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>>{},
                              cute::Stride<cute::Int<kRows>, cute::_1>{})));
 
-  // Q and dO carry a stage dim (double buffer): (rows, cols, 2), seen transposed as (cols, rows,
-  // 2).
+  // Q and dO carry a stage dim (kQStages buffers): (rows, cols, stages), seen transposed as (cols,
+  // rows, stages).
   template <int kRows, int kCols>
   using SmemLayout2 = decltype(cute::tile_to_shape(
-      SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>, cute::_2>{}));
+      SmemAtom{}, cute::Shape<cute::Int<kRows>, cute::Int<kCols>, cute::Int<kQStages>>{}));
   template <class L, int kRows, int kCols>
   using Transposed2 = decltype(cute::composition(
       L{},
-      cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>, cute::_2>{},
+      cute::make_layout(cute::Shape<cute::Int<kCols>, cute::Int<kRows>, cute::Int<kQStages>>{},
                         cute::Stride<cute::Int<kRows>, cute::_1, cute::Int<kRows * kCols>>{})));
 
   using SmemLayoutQ = SmemLayout2<kBlockM, kDqk>;
@@ -82,25 +84,25 @@ struct BwdTraitsT {
   using GmemLoad = typename Copies::GmemLoad;
   using GmemStore = typename Copies::GmemStore;
 
-  // Shared memory, in bytes from the start: Q[2], dO[2], K, V, P, dS.
+  // Shared memory, in bytes from the start: Q[kQStages], dO[kQStages], K, V, P, dS.
   static constexpr int kQBytes = kBlockM * kDqk * 2;
   static constexpr int kdOBytes = kBlockM * kDv * 2;
-  static constexpr int kOffdO = 2 * kQBytes;
-  static constexpr int kOffK = kOffdO + 2 * kdOBytes;
+  static constexpr int kOffdO = kQStages * kQBytes;
+  static constexpr int kOffK = kOffdO + kQStages * kdOBytes;
   static constexpr int kOffV = kOffK + kBlockN * kDqk * 2;
   static constexpr int kOffP = kOffV + kBlockN * kDv * 2;
   static constexpr int kOffdS = kOffP + kBlockM * kBlockN * 2;
   static constexpr int kSmemBytes = kOffdS + kBlockM * kBlockN * 2;
-  static constexpr BwdTileShape kShape{kDqk,   kDv,        kBlockM,    kBlockN,
-                                       kWarps, kAtomMSdP_, kAtomNdKV_, kAtomMdQ_};
+  static constexpr BwdTileShape kShape{kDqk,       kDv,        kBlockM,   kBlockN, kWarps,
+                                       kAtomMSdP_, kAtomNdKV_, kAtomMdQ_, kQStages};
   static_assert(kSmemBytes == kShape.smem_bytes(), "bwd_tiles.h and the traits disagree");
 };
 
-template <HeadDimTile kTile, class Element>
+template <BwdTile kTile, class Element>
 using BwdTraits =
     BwdTraitsT<bwd_tile_shape(kTile).d_qk, bwd_tile_shape(kTile).d_v, bwd_tile_shape(kTile).block_m,
                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).warps,
                bwd_tile_shape(kTile).atom_m_sdp, bwd_tile_shape(kTile).atom_n_dkv,
-               bwd_tile_shape(kTile).atom_m_dq, Element>;
+               bwd_tile_shape(kTile).atom_m_dq, bwd_tile_shape(kTile).q_stages, Element>;
 
 }  // namespace floe::detail::sm80

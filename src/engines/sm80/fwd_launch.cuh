@@ -25,12 +25,12 @@ struct FwdInstance {
 };
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
-template <HeadDimTile kTile>
+template <FwdTile kTile>
 const FwdKernel* fwd_tile_kernel(DType dtype, bool score_mod) {
   static const TileKernels<FwdKernel> kernels =
       make_tile_kernels<FwdKernel, FwdInstance, FwdTraits<kTile, cute::half_t>,
                         FwdTraits<kTile, cute::bfloat16_t>>(
-          kKernelNames[0][static_cast<int>(kTile)]);
+          kFwdKernelNames[static_cast<int>(kTile)]);
   return kernels.get(dtype, score_mod);
 }
 

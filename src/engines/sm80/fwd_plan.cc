@@ -10,12 +10,12 @@
 namespace floe::detail::sm80 {
 namespace {
 
-using FwdChoice = TileChoice<FwdKernel>;
+using FwdChoice = TileChoice<FwdKernel, FwdTile>;
 
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (f.backward()) return "internal: the forward chooser got a backward problem";
   FwdChoice c;
-  if (std::string why = choose_tile(f, target, c); !why.empty()) return why;
+  if (std::string why = choose_tile(f, target, fwd_tile_for, c); !why.empty()) return why;
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   if (std::string why = check_operands(kEngine, f, {TensorId::q, TensorId::o}, shape.block_m,
                                        {TensorId::k, TensorId::v}, shape.block_n, {TensorId::bias});
@@ -28,7 +28,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " query tiles exceed sm80's 2^31 - 1 CTAs";
   }
   c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
-  if (std::string why = check_kernel(c.kernel, std::string("tile ") + head_dim_tile_name(c.tile),
+  if (std::string why = check_kernel(c.kernel, std::string("tile ") + fwd_tile_name(c.tile),
                                      f.dtype, c.score_mod, target);
       !why.empty()) {
     return why;
@@ -56,8 +56,8 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
 
 class Sm80ForwardPlan final : public TensorCoreLaunchPlan {
  public:
-  Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, unsigned grid)
-      : params_(params), kernel_(kernel), grid_(grid) {}
+  Sm80ForwardPlan(const FwdParams& params, const FwdKernel* kernel, FwdTile tile, unsigned grid)
+      : params_(params), kernel_(kernel), tile_(tile), grid_(grid) {}
 
   Status launch(const Facts& facts, const Arguments& args, const Workspace&,
                 Stream stream) const override {
@@ -67,9 +67,19 @@ class Sm80ForwardPlan final : public TensorCoreLaunchPlan {
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grid_, stream));
   }
 
+  std::string describe() const override {
+    const FwdTileShape& s = fwd_tile_shape(tile_);
+    return std::string(kernel_->name) + ": tile " + fwd_tile_name(tile_) + ", " +
+           std::to_string(s.block_m) + " queries x " + std::to_string(s.block_n) + " keys, " +
+           std::to_string(s.warps) + " warps, " + std::to_string(s.stages) + " K/V stages, " +
+           std::to_string(s.smem_bytes() / 1024) + " KB shared memory, " + std::to_string(grid_) +
+           " CTAs";
+  }
+
  private:
   FwdParams params_;
   const FwdKernel* kernel_;
+  FwdTile tile_;
   unsigned grid_;
 };
 
@@ -89,7 +99,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
   if (Status st = prepare_on_device(kEngine, *c.kernel, target); !st) return st;
   return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm80ForwardPlan>(params, c.kernel, grid));
+      std::make_unique<Sm80ForwardPlan>(params, c.kernel, c.tile, grid));
 }
 
 }  // namespace floe::detail::sm80

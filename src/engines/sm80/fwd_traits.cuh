@@ -71,7 +71,7 @@ struct FwdTraitsT {
 };
 
 // The traits of a compiled tile (fwd_tiles.h).
-template <HeadDimTile kTile, class Element>
+template <FwdTile kTile, class Element>
 using FwdTraits =
     FwdTraitsT<fwd_tile_shape(kTile).d_qk, fwd_tile_shape(kTile).d_v, fwd_tile_shape(kTile).block_m,
                fwd_tile_shape(kTile).block_n, fwd_tile_shape(kTile).warps,

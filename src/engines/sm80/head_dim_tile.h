@@ -1,7 +1,10 @@
-// sm80: the compiled head-dim tiles, the same four in both directions (each direction gives them
-// its own shapes: fwd_tiles.h, bwd_tiles.h). Plain constexpr, read by the planner (host, no
-// CUDA) and by the kernels' traits.
+// sm80: the four head-dim classes a problem falls in, the same in both directions. Each direction
+// compiles one or more tiles per class (fwd_tiles.h, bwd_tiles.h: the H200's tile first, then
+// smaller ones for parts with less shared memory per block). Plain constexpr, read by the planner
+// (host, no CUDA) and by the kernels' traits.
 #pragma once
+
+#include <cstddef>
 
 namespace floe::detail::sm80 {
 
@@ -22,7 +25,7 @@ inline constexpr const char* head_dim_tile_name(HeadDimTile t) {
   return "?";
 }
 
-// The smallest compiled tile that holds both head dims (each a multiple of 8 and at most 256,
+// The smallest class that holds both head dims (each a multiple of 8 and at most 256,
 // which check_head_dims has made sure of).
 inline constexpr HeadDimTile head_dim_tile_for(long long d_qk, long long d_v) {
   if (d_qk <= 64 && d_v <= 64) return HeadDimTile::d64;
@@ -31,24 +34,20 @@ inline constexpr HeadDimTile head_dim_tile_for(long long d_qk, long long d_v) {
   return HeadDimTile::d256;
 }
 
-// The instantiations' names in messages, "sm80_<fwd|bwd>_<tile>_<dtype>_<plain|scoremod>", by
-// [backward][tile][{f16, bf16} x {plain, score-mod}].
-inline constexpr const char* kKernelNames[2][kHeadDimTileCount][4] = {
-    {{"sm80_fwd_d64_f16_plain", "sm80_fwd_d64_f16_scoremod", "sm80_fwd_d64_bf16_plain",
-      "sm80_fwd_d64_bf16_scoremod"},
-     {"sm80_fwd_d128_f16_plain", "sm80_fwd_d128_f16_scoremod", "sm80_fwd_d128_bf16_plain",
-      "sm80_fwd_d128_bf16_scoremod"},
-     {"sm80_fwd_d192x128_f16_plain", "sm80_fwd_d192x128_f16_scoremod",
-      "sm80_fwd_d192x128_bf16_plain", "sm80_fwd_d192x128_bf16_scoremod"},
-     {"sm80_fwd_d256_f16_plain", "sm80_fwd_d256_f16_scoremod", "sm80_fwd_d256_bf16_plain",
-      "sm80_fwd_d256_bf16_scoremod"}},
-    {{"sm80_bwd_d64_f16_plain", "sm80_bwd_d64_f16_scoremod", "sm80_bwd_d64_bf16_plain",
-      "sm80_bwd_d64_bf16_scoremod"},
-     {"sm80_bwd_d128_f16_plain", "sm80_bwd_d128_f16_scoremod", "sm80_bwd_d128_bf16_plain",
-      "sm80_bwd_d128_bf16_scoremod"},
-     {"sm80_bwd_d192x128_f16_plain", "sm80_bwd_d192x128_f16_scoremod",
-      "sm80_bwd_d192x128_bf16_plain", "sm80_bwd_d192x128_bf16_scoremod"},
-     {"sm80_bwd_d256_f16_plain", "sm80_bwd_d256_f16_scoremod", "sm80_bwd_d256_bf16_plain",
-      "sm80_bwd_d256_bf16_scoremod"}}};
+// Per class, a direction's tiles, preferred (fastest on the H200) first; a class with one tile
+// repeats it.
+inline constexpr int kTilesPerClass = 2;
+
+// The first of `tiles` whose shared memory fits `smem_limit` bytes (a Target's
+// smem_per_block_optin); the smallest, the last, when none does (the planner then declines,
+// naming what it needs).
+template <class Tile, class SmemBytes>
+constexpr Tile first_fitting(const Tile (&tiles)[kTilesPerClass], size_t smem_limit,
+                             SmemBytes smem_bytes) {
+  for (Tile t : tiles) {
+    if (static_cast<size_t>(smem_bytes(t)) <= smem_limit) return t;
+  }
+  return tiles[kTilesPerClass - 1];
+}
 
 }  // namespace floe::detail::sm80

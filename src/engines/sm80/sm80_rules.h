@@ -29,22 +29,24 @@ using tensor_core::set_shared_pointers;
 using tensor_core::strides_of;
 using tensor_core::TensorCoreLaunchPlan;
 
-// What a direction would run: the tile, whether the scores need the score-mod kernel, and the
-// compiled kernel (FwdKernel or BwdKernel).
-template <class Kernel>
+// What a direction would run: the tile (FwdTile or BwdTile), whether the scores need the
+// score-mod kernel, and the compiled kernel (FwdKernel or BwdKernel).
+template <class Kernel, class Tile>
 struct TileChoice {
-  HeadDimTile tile = HeadDimTile::d128;
+  Tile tile = Tile::d128;
   bool score_mod = false;
   const Kernel* kernel = nullptr;
 };
 
-// Both directions' first rules: the target and the head dims; then the tile and the score-mod
-// flag. Empty, or why not.
-template <class Kernel>
-std::string choose_tile(const Facts& f, const Target& target, TileChoice<Kernel>& c) {
+// Both directions' first rules: the target and the head dims; then the tile (`tile_for`: the
+// direction's tile of a head-dim class for the target's shared memory per block) and the
+// score-mod flag. Empty, or why not.
+template <class Kernel, class Tile, class TileFor>
+std::string choose_tile(const Facts& f, const Target& target, TileFor tile_for,
+                        TileChoice<Kernel, Tile>& c) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (std::string why = check_head_dims(kEngine, f); !why.empty()) return why;
-  c.tile = head_dim_tile_for(f.d_qk, f.d_v);
+  c.tile = tile_for(head_dim_tile_for(f.d_qk, f.d_v), target.smem_per_block_optin);
   c.score_mod = needs_score_mod(f);
   return "";
 }

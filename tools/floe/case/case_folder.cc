@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -656,12 +657,21 @@ struct CudaTimer {
 
 }  // namespace
 
-Result<RunResult> run_case(const Case& c, const std::string& engine, Memory memory) {
+void limit_smem_per_block(Target& target, int smem_limit_kb) {
+  if (smem_limit_kb > 0) {
+    target.smem_per_block_optin =
+        std::min(target.smem_per_block_optin, static_cast<size_t>(smem_limit_kb) * 1024);
+  }
+}
+
+Result<RunResult> run_case(const Case& c, const std::string& engine, Memory memory,
+                           int smem_limit_kb) {
   Target target = Target::cpu();
   if (memory == Memory::device) {
     Result<Target> t = Target::cuda();
     if (!t) return t.status();
     target = *t;
+    limit_smem_per_block(target, smem_limit_kb);
   }
   PlanOptions options;
   options.engine = engine;

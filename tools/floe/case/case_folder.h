@@ -76,6 +76,13 @@ struct RunResult {
 // Builds the plan, lays the inputs out as declared (poisoned gaps, canaries), poisons the
 // outputs, executes once, checks the guards, reads the outputs back. engine: "auto" or a name.
 // seq_len_q / seq_len_kv come from the case's inputs when the problem declares them.
-Result<RunResult> run_case(const Case& c, const std::string& engine, Memory memory);
+// smem_limit_kb > 0 (device only): planned as if the device allowed at most that many KB of
+// shared memory per block, so the engines pick the tiles of a part with less (sm_86: 99, A100:
+// 163) and those run on this one.
+Result<RunResult> run_case(const Case& c, const std::string& engine, Memory memory,
+                           int smem_limit_kb = 0);
+
+// Caps the target's shared memory per block at smem_limit_kb KB (0: leaves it).
+void limit_smem_per_block(Target& target, int smem_limit_kb);
 
 }  // namespace floe::tool
