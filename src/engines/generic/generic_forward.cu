@@ -26,8 +26,8 @@ union ForwardStage {
 // accumulators (2 blocks of 256 threads an SM leave 128 a thread).
 struct ForwardState {
   const uint16_t* q;  // Q of (b, h) at row m0
-  const uint16_t* k;  // K of (b, h_kv)
-  const uint16_t* v;  // V of (b, h_kv) at column col0
+  const uint16_t* k;  // K of (b, h_kv) (paged: of head h_kv in page 0)
+  const uint16_t* v;  // V of (b, h_kv) at column col0 (paged: in page 0)
   BatchLens L;
   int b, h, m0, rows, chunk, col0, cols;
   int lo, hi;  // keys that any valid row of the tile can see
@@ -45,12 +45,33 @@ __device__ __forceinline__ void forward_state(const Params& p, int64_t blk, Forw
   fs.rows = min(kTile, fs.L.sq - fs.m0);  // valid query rows of the tile (may be <= 0)
   fs.col0 = fs.chunk * kCols;
   fs.cols = min(kCols, static_cast<int>(p.d_v) - fs.col0);
-  fs.q = in_ptr(p.q, fs.b, fs.h) + fs.m0 * p.q.s[2];
-  fs.k = in_ptr(p.k, fs.b, hk);
-  fs.v = in_ptr(p.v, fs.b, hk) + fs.col0 * p.v.s[3];
+  fs.q = in_ptr(p.q, fs.b, fs.h) + (fs.L.q0 + fs.m0) * p.q.s[2];
+  if (p.paged_kv) {  // [page, row, head, d]: the tile's page is added per tile
+    fs.k = static_cast<const uint16_t*>(p.k.ptr) + hk * p.k.s[2];
+    fs.v = static_cast<const uint16_t*>(p.v.ptr) + hk * p.v.s[2] + fs.col0 * p.v.s[3];
+  } else {
+    fs.k = in_ptr(p.k, fs.b, hk) + fs.L.kv0 * p.k.s[2];
+    fs.v = in_ptr(p.v, fs.b, hk) + fs.L.kv0 * p.v.s[2] + fs.col0 * p.v.s[3];
+  }
   fs.lo = 0;
   fs.hi = -1;
   if (fs.rows > 0) keys_of_queries(p, fs.L, fs.m0, fs.m0 + fs.rows - 1, fs.lo, fs.hi);
+}
+
+// The keys [n0, n0 + 64) of K or V as a row window: rows n0 + r at base + r * row stride.
+// Paged, the tile lies within one page (page_size % 64 == 0, checked at plan).
+struct KeyRows {
+  const uint16_t* base;
+  int64_t rs, cs;
+};
+
+__device__ __forceinline__ KeyRows key_rows(const Params& p, const TensorArg& t,
+                                            const uint16_t* head, int b, int n0) {
+  if (p.paged_kv) {
+    const int64_t page = p.pages.page(b, n0);
+    return KeyRows{head + page * t.s[0] + (n0 % p.pages.page_size) * t.s[1], t.s[1], t.s[3]};
+  }
+  return KeyRows{head + n0 * t.s[2], t.s[2], t.s[3]};
 }
 
 template <class T, int NJ>
@@ -74,8 +95,9 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
 #pragma unroll
       for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
     }
+    const KeyRows kr = key_rows(p, p.k, fs.k, fs.b, n0);
     tile::gemm_nt<T>(s, make_view(fs.q, p.q.s[2], p.q.s[3], fs.rows, p.d_qk),
-                     make_view(fs.k + n0 * p.k.s[2], p.k.s[2], p.k.s[3], fs.L.skv - n0, p.d_qk),
+                     make_view(kr.base, kr.rs, kr.cs, fs.L.skv - n0, p.d_qk),
                      static_cast<int>(p.d_qk), st.nt, tid, ty, tx);
 
     // Scores -> base-2 logits (masked: -inf) -> online softmax; P replaces s.
@@ -114,15 +136,15 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
       m_run[i] = m_new;
     }
     tile::write_x(xt, s, ty, tx);
-    tile::gemm_nn<T, NJ>(
-        acc, xt, make_view(fs.v + n0 * p.v.s[2], p.v.s[2], p.v.s[3], fs.L.skv - n0, fs.cols), st.nn,
-        tid, ty, tx);
+    const KeyRows vr = key_rows(p, p.v, fs.v, fs.b, n0);
+    tile::gemm_nn<T, NJ>(acc, xt, make_view(vr.base, vr.rs, vr.cs, fs.L.skv - n0, fs.cols), st.nn,
+                         tid, ty, tx);
   }
 
   // Finalize: fold in the sink, normalise, write O (and stats from the first column chunk).
   const int b = fs.b, h = fs.h;
   const float sink2 = p.has_sink ? sink_at(p, h) * kLog2e : -INFINITY;
-  uint16_t* ob = out_ptr(p.o, b, h) + fs.col0 * p.o.s[3];
+  uint16_t* ob = out_ptr(p.o, b, h) + fs.L.q0 * p.o.s[2] + fs.col0 * p.o.s[3];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int qi = fs.m0 + 4 * ty + i;
@@ -141,7 +163,7 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
         lse = (M + log2f(denom)) * kLn2;
       }
     }
-    if (qi < p.s_q) {
+    if (qi < fs.L.q_rows) {  // s_q, or the slot's rows (padding too) up to s_q
 #pragma unroll
       for (int jj = 0; jj < NJ; ++jj) {
 #pragma unroll
@@ -155,8 +177,8 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
         }
       }
       if (p.has_stats && fs.chunk == 0 && tx == 0) {
-        static_cast<float*>(p.stats.ptr)[b * p.stats.s[0] + h * p.stats.s[1] + qi * p.stats.s[2]] =
-            lse;
+        static_cast<float*>(
+            p.stats.ptr)[b * p.stats.s[0] + h * p.stats.s[1] + (fs.L.q0 + qi) * p.stats.s[2]] = lse;
       }
     }
   }
@@ -174,6 +196,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (tid == 0) forward_state<NJ>(p, blk, fs);
     __syncthreads();
     forward_block<T, NJ>(p, fs, st, xt, tid, ty, tx);
+  }
+}
+
+// A ragged query side: rows of a slot past s_q (a slot wider than the envelope) are padding
+// that the tiles above do not reach: O = 0, stats = -inf (DESIGN 2.1). One block per batch.
+template <class T>
+__global__ void __launch_bounds__(kThreads) generic_ragged_pad_kernel(const Params p) {
+  for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
+    const kernels::Slot s = p.rq.slot(b);
+    const int64_t first = s.start + p.s_q;
+    if (first >= s.end) continue;
+    const int64_t rows = s.end - first;
+    for (int64_t e = threadIdx.x; e < rows * p.h_q * p.d_v; e += blockDim.x) {
+      const int64_t d = e % p.d_v, h = e / p.d_v % p.h_q, t = first + e / p.d_v / p.h_q;
+      store_elem<T>(static_cast<uint16_t*>(p.o.ptr), h * p.o.s[1] + t * p.o.s[2] + d * p.o.s[3],
+                    0.f);
+      if (p.has_stats && d == 0) {
+        static_cast<float*>(p.stats.ptr)[h * p.stats.s[1] + t * p.stats.s[2]] = -INFINITY;
+      }
+    }
   }
 }
 
@@ -225,9 +267,17 @@ Status load_forward_kernels(const Params& p, const Geometry& geo) {
 
 Status launch_forward(const Params& p, const Geometry& geo, Stream stream) {
   if (geo.forward.blocks == 0) return Status();
-  forward_kernel(
-      p, geo.bf16)<<<geo.forward.grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
-      p, geo.forward.blocks);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  forward_kernel(p, geo.bf16)<<<geo.forward.grid, kThreads, 0, s>>>(p, geo.forward.blocks);
+  if (p.ragged_q) {
+    // Disjoint rows from the tiles above (t >= start + s_q), so no order between them.
+    const unsigned grid = static_cast<unsigned>(p.b < 65535 ? p.b : 65535);
+    if (geo.bf16) {
+      generic_ragged_pad_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(p);
+    } else {
+      generic_ragged_pad_kernel<__half><<<grid, kThreads, 0, s>>>(p);
+    }
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     return Status(Code::device_error,
