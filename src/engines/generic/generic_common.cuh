@@ -31,14 +31,17 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
 // index * stride, need 64 bits.
 // A ragged side adds q0 / kv0, the first token of the batch's slot, to every row index, and
 // q_rows, the rows of the slot the forward grid writes (padding included, up to s_q).
+// Trivially constructible: it lives in __shared__ state.
 struct BatchLens {
   int sq, skv, off;
-  int64_t q0 = 0, kv0 = 0;
-  int q_rows = 0;
+  int64_t q0, kv0;
+  int q_rows;
 };
 
 __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
   BatchLens L;
+  L.q0 = 0;
+  L.kv0 = 0;
   L.q_rows = static_cast<int>(p.s_q);
   if (p.ragged_q) {
     const kernels::Slot s = p.rq.slot(b);
