@@ -454,6 +454,7 @@ PagedCase make_paged(int64_t page, bool ragged_q, bool hnd, const Options& opt, 
   c.in["k"] = k;
   c.in["v"] = v;
   c.in["block_table"] = int_array({s.b, max_pages}, table);
+  if (ragged_q) c.in["offsets_q"] = int_array({s.b + 1}, c.q.offsets);
   c.in["seq_len_kv"] = int_array({s.b}, lens);
   if (opt.bias) c.in["bias"] = random_array({1, s.h_q, s.s_q, s.s_kv}, rng);
   if (opt.sink) c.in["sink"] = random_array({s.h_q}, rng);
