@@ -29,13 +29,13 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
 // The actual lengths of batch b and the diagonal's offset (|off| < 2^31: both lengths are).
 // Indices below are int: every extent is below 2^31 (validation); only element offsets,
 // index * stride, need 64 bits.
-// A ragged side adds q0 / kv0, the first token of the batch's slot, to every row index, and
-// q_rows, the rows of the slot the forward grid writes (padding included, up to s_q).
-// Trivially constructible: it lives in __shared__ state.
+// A ragged side adds q0 / kv0, the first token of the batch's slot, to every row index;
+// q_rows / kv_rows are the rows of the slot the tile grids write (padding included, up to
+// s_q / s_kv). Trivially constructible: it lives in __shared__ state.
 struct BatchLens {
   int sq, skv, off;
   int64_t q0, kv0;
-  int q_rows;
+  int q_rows, kv_rows;
 };
 
 __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
@@ -43,6 +43,7 @@ __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
   L.q0 = 0;
   L.kv0 = 0;
   L.q_rows = static_cast<int>(p.s_q);
+  L.kv_rows = static_cast<int>(p.s_kv);
   if (p.ragged_q) {
     const kernels::Slot s = p.rq.slot(b);
     L.sq = static_cast<int>(s.len);
@@ -55,6 +56,7 @@ __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
     const kernels::Slot s = p.rkv.slot(b);
     L.skv = static_cast<int>(s.len);
     L.kv0 = s.start;
+    L.kv_rows = static_cast<int>(min64(s.end - s.start, p.s_kv));
   } else {
     L.skv = p.lens.kv_len(b, static_cast<int>(p.s_kv));
   }

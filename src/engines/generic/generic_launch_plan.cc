@@ -59,15 +59,9 @@ KernelGrid grid_of(int64_t blocks) {
 
 }  // namespace
 
-// What of DESIGN 2.1 / 2.2 the generic engine serves yet: the forward, ragged on either side,
-// paged in pages of whole key tiles.
+// What of DESIGN 2.1 / 2.2 the generic engine serves yet: ragged sides in both directions,
+// pages (forward only, by DESIGN) made of whole key tiles.
 std::string serving_decline(const Facts& f) {
-  if (!f.serving()) return "";
-  if (f.backward()) {
-    return std::string(f.ragged_q ? "ragged_q" : "ragged_kv") +
-           ": generic serves ragged sides in the forward only yet (reference serves the "
-           "backward)";
-  }
   if (f.paged_kv && f.page_size % kTile != 0) {
     return "paged_kv: page_size " + std::to_string(f.page_size) +
            ": generic needs a multiple of 64 (its key tile; reference serves any page size)";

@@ -34,7 +34,7 @@ struct Params {
   TensorArg d_o, dq, dk, dv, dbias;
   TensorArg sink, dsink;  // f32 [h_q]
   kernels::SeqLens lens;  // seq_len_q / seq_len_kv, i32 [b]
-  // DESIGN 2.1, 2.2 (forward only). A ragged side's tensors are described as [B, H, S, D]
+  // DESIGN 2.1, 2.2. A ragged side's tensors are described as [B, H, S, D]
   // with a zero batch stride and the token stride as the row stride; batch b's rows start
   // at its slot's first token (BatchLens::q0, kv0). Paged K and V keep their own strides
   // [page, row, head, d]; a 64-key tile lies within one page (page_size % 64 == 0).
