@@ -1,7 +1,8 @@
 // Ragged (THD) problems, forward and backward, and paged forwards on the generic engine
 // (DESIGN 2.1, 2.2) against the reference engine on the same inputs: packed and padded slots, zero
 // lengths, slots wider than the envelope, tokens past the last slot (which must stay untouched),
-// i32 and i64 offsets, both stats layouts, pages of 64 and 128 in any order, NHD and HND strides;
+// i32 and i64 offsets, both stats layouts, pages of 1, 16, 48, 64 and 128 in any order, NHD and HND
+// strides;
 // and one plan executed over several length vectors. Skips without a GPU. A failing case is written
 // as a case folder that `floe run --device cuda --engine generic` reproduces.
 #include <gtest/gtest.h>
@@ -194,6 +195,11 @@ TEST_F(Serving, RaggedAndPagedMatchReference) {
       {"paged128_ragged_q_hnd", true, false, 128, false, true, true, true, true, true, DType::bf16},
       {"paged64_decode_heads_major", true, false, 64, false, false, false, true, false, false,
        DType::f16},
+      {"paged1_ragged_q", true, false, 1, false, true, false, false, false, false, DType::bf16},
+      {"paged16_dense_q_hnd_extras", false, false, 16, true, false, true, true, false, true,
+       DType::f16},
+      {"paged48_ragged_q_i64", true, false, 48, false, true, false, false, true, false,
+       DType::bf16},
       {"bwd_ragged_q", true, false, 0, true, true, false, false, false, false, DType::bf16, true},
       {"bwd_ragged_kv", false, true, 0, false, false, true, true, false, false, DType::f16, true},
       {"bwd_ragged_both_extras_i64", true, true, 0, true, true, true, true, true, false,

@@ -12,6 +12,7 @@
 namespace floe::detail::generic {
 
 using tile::load_elem;
+using tile::make_row_view;
 using tile::make_view;
 using tile::store_elem;
 using tile::View2D;

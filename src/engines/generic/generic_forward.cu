@@ -58,26 +58,28 @@ __device__ __forceinline__ void forward_state(const Params& p, int64_t blk, Forw
   if (fs.rows > 0) keys_of_queries(p, fs.L, fs.m0, fs.m0 + fs.rows - 1, fs.lo, fs.hi);
 }
 
-// The keys [n0, n0 + 64) of K or V as a row window: rows n0 + r at base + r * row stride.
-// Paged, the tile lies within one page (page_size % 64 == 0, checked at plan).
-struct KeyRows {
-  const uint16_t* base;
-  int64_t rs, cs;
-};
-
-__device__ __forceinline__ KeyRows key_rows(const Params& p, const TensorArg& t,
-                                            const uint16_t* head, int b, int n0) {
-  if (p.paged_kv) {
-    const int64_t page = p.pages.page(b, n0);
-    return KeyRows{head + page * t.s[0] + (n0 % p.pages.page_size) * t.s[1], t.s[1], t.s[3]};
+// A paged tile: the offsets of keys n0 .. n0 + 63 from K's and V's head base (rows[0, 64) for
+// K, rows[64, 128) for V), one thread a key. Keys past the length are never addressed.
+__device__ __forceinline__ void page_rows(const Params& p, const ForwardState& fs, int n0,
+                                          int64_t* rows, int tid) {
+  if (tid < kTile) {
+    const int j = n0 + tid;
+    int64_t ko = 0, vo = 0;
+    if (j < fs.L.skv) {
+      const int64_t page = p.pages.page(fs.b, j), r = j % p.pages.page_size;
+      ko = page * p.k.s[0] + r * p.k.s[1];
+      vo = page * p.v.s[0] + r * p.v.s[1];
+    }
+    rows[tid] = ko;
+    rows[kTile + tid] = vo;
   }
-  return KeyRows{head + n0 * t.s[2], t.s[2], t.s[3]};
 }
 
-template <class T, int NJ>
+// Paged: K and V rows come from the block table, a tile's 64 row offsets staged in `rows`.
+template <class T, int NJ, bool Paged>
 __device__ __forceinline__ void forward_block(const Params& p, const ForwardState& fs,
-                                              ForwardStage<NJ>& st, tile::XTile& xt, int tid,
-                                              int ty, int tx) {
+                                              ForwardStage<NJ>& st, tile::XTile& xt, int64_t* rows,
+                                              int tid, int ty, int tx) {
   float acc[4][4 * NJ];
   float m_run[4], l_run[4];
 #pragma unroll
@@ -95,10 +97,18 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
 #pragma unroll
       for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
     }
-    const KeyRows kr = key_rows(p, p.k, fs.k, fs.b, n0);
-    tile::gemm_nt<T>(s, make_view(fs.q, p.q.s[2], p.q.s[3], fs.rows, p.d_qk),
-                     make_view(kr.base, kr.rs, kr.cs, fs.L.skv - n0, p.d_qk),
-                     static_cast<int>(p.d_qk), st.nt, tid, ty, tx);
+    const View2D qv = make_view(fs.q, p.q.s[2], p.q.s[3], fs.rows, p.d_qk);
+    if constexpr (Paged) {
+      // The previous tile's last reader of rows passed the barrier ending its gemm_nn.
+      page_rows(p, fs, n0, rows, tid);
+      __syncthreads();
+      tile::gemm_nt<T, true>(s, qv, make_row_view(fs.k, rows, p.k.s[3], fs.L.skv - n0, p.d_qk),
+                             static_cast<int>(p.d_qk), st.nt, tid, ty, tx);
+    } else {
+      tile::gemm_nt<T>(s, qv,
+                       make_view(fs.k + n0 * p.k.s[2], p.k.s[2], p.k.s[3], fs.L.skv - n0, p.d_qk),
+                       static_cast<int>(p.d_qk), st.nt, tid, ty, tx);
+    }
 
     // Scores -> base-2 logits (masked: -inf) -> online softmax; P replaces s.
     const BatchLens L = fs.L;
@@ -136,9 +146,15 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
       m_run[i] = m_new;
     }
     tile::write_x(xt, s, ty, tx);
-    const KeyRows vr = key_rows(p, p.v, fs.v, fs.b, n0);
-    tile::gemm_nn<T, NJ>(acc, xt, make_view(vr.base, vr.rs, vr.cs, fs.L.skv - n0, fs.cols), st.nn,
-                         tid, ty, tx);
+    if constexpr (Paged) {
+      tile::gemm_nn<T, NJ, true>(
+          acc, xt, make_row_view(fs.v, rows + kTile, p.v.s[3], fs.L.skv - n0, fs.cols), st.nn, tid,
+          ty, tx);
+    } else {
+      tile::gemm_nn<T, NJ>(
+          acc, xt, make_view(fs.v + n0 * p.v.s[2], p.v.s[2], p.v.s[3], fs.L.skv - n0, fs.cols),
+          st.nn, tid, ty, tx);
+    }
   }
 
   // Finalize: fold in the sink, normalise, write O (and stats from the first column chunk).
@@ -184,18 +200,19 @@ __device__ __forceinline__ void forward_block(const Params& p, const ForwardStat
   }
 }
 
-template <class T, int NJ>
+template <class T, int NJ, bool Paged>
 __global__ void __launch_bounds__(kThreads, 2)
     generic_forward_kernel(const Params p, int64_t blocks) {
   __shared__ __align__(16) ForwardStage<NJ> st;
   __shared__ __align__(16) tile::XTile xt;
   __shared__ ForwardState fs;
+  __shared__ int64_t rows[Paged ? 2 * kTile : 1];
   const int tid = static_cast<int>(threadIdx.x), ty = tid >> 4, tx = tid & 15;
   for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
     __syncthreads();  // the previous block's readers of fs are done
     if (tid == 0) forward_state<NJ>(p, blk, fs);
     __syncthreads();
-    forward_block<T, NJ>(p, fs, st, xt, tid, ty, tx);
+    forward_block<T, NJ, Paged>(p, fs, st, xt, rows, tid, ty, tx);
   }
 }
 
@@ -222,9 +239,15 @@ __global__ void __launch_bounds__(kThreads) generic_ragged_pad_kernel(const Para
 using ForwardKernel = void (*)(const Params, int64_t);
 
 // The instantiation a plan runs: O in 128-column chunks when the plan chose them.
+template <class T, bool Paged>
+ForwardKernel forward_kernel(const Params& p) {
+  return p.fwd_cols == 128 ? generic_forward_kernel<T, 2, Paged>
+                           : generic_forward_kernel<T, 1, Paged>;
+}
+
 template <class T>
 ForwardKernel forward_kernel(const Params& p) {
-  return p.fwd_cols == 128 ? generic_forward_kernel<T, 2> : generic_forward_kernel<T, 1>;
+  return p.paged_kv ? forward_kernel<T, true>(p) : forward_kernel<T, false>(p);
 }
 
 ForwardKernel forward_kernel(const Params& p, bool bf16) {

@@ -59,18 +59,9 @@ KernelGrid grid_of(int64_t blocks) {
 
 }  // namespace
 
-// What of DESIGN 2.1 / 2.2 the generic engine serves yet: ragged sides in both directions,
-// pages (forward only, by DESIGN) made of whole key tiles.
-std::string serving_decline(const Facts& f) {
-  if (f.paged_kv && f.page_size % kTile != 0) {
-    return "paged_kv: page_size " + std::to_string(f.page_size) +
-           ": generic needs a multiple of 64 (its key tile; reference serves any page size)";
-  }
-  return "";
-}
-
+// Ragged sides (both directions) and paged caches of any page size are served (DESIGN 2.1,
+// 2.2): nothing to decline for them.
 std::string decline_reason(const Facts& f, const Target& target) {
-  if (std::string why = serving_decline(f); !why.empty()) return why;
   if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
   if (target.arch < 80) {
     return "needs compute capability 8.0 or newer (target is sm_" + std::to_string(target.arch) +

@@ -37,7 +37,7 @@ struct Params {
   // DESIGN 2.1, 2.2. A ragged side's tensors are described as [B, H, S, D]
   // with a zero batch stride and the token stride as the row stride; batch b's rows start
   // at its slot's first token (BatchLens::q0, kv0). Paged K and V keep their own strides
-  // [page, row, head, d]; a 64-key tile lies within one page (page_size % 64 == 0).
+  // [page, row, head, d]; the forward stages each key tile's row offsets in shared memory.
   bool ragged_q = false, ragged_kv = false, paged_kv = false;
   kernels::RaggedSide rq, rkv;
   kernels::PagedSide pages;
