@@ -29,3 +29,16 @@ if(Python3_Interpreter_FOUND AND TARGET floe_cli)
                    --work ${CMAKE_CURRENT_BINARY_DIR}/external_check)
   set_tests_properties(external_check PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
+
+# The same outside check over ragged and paged cases (DESIGN 2.1, 2.2, 4): numpy unpacks the
+# packed and paged inputs itself, clamps the slots as DESIGN says and packs the expected
+# outputs (tokens outside every slot must come back untouched). A folder of its own: the
+# GPU engines decline these layouts for now, and tests/cases must route to a GPU engine.
+if(Python3_Interpreter_FOUND AND TARGET floe_cli)
+  add_test(NAME external_check_serving
+           COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${PROJECT_SOURCE_DIR}/.deps/python
+                   ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cpu/external_check.py
+                   --floe $<TARGET_FILE:floe_cli> --cases ${CMAKE_CURRENT_SOURCE_DIR}/cases_serving
+                   --work ${CMAKE_CURRENT_BINARY_DIR}/external_check_serving)
+  set_tests_properties(external_check_serving PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -32,8 +32,25 @@ struct Mask {
   bool is_band() const { return left.has_value() || right.has_value(); }
 };
 
+// b, s_q and s_kv are the envelope of a ragged or paged problem (DESIGN 2.1): the batch count
+// and the longest sequence a plan serves; the lengths themselves are read on the device.
 struct Shape {
   int64_t b = 1, h_q = 1, h_kv = 1, s_q = 1, s_kv = 1, d_qk = 64, d_v = 64;
+};
+
+// A packed (THD) side: `total` tokens at plan time, batch b's slot starting at token
+// offsets[b] (a device array [B + 1] of `offsets_dtype`, i32 or i64).
+struct Ragged {
+  int64_t total = 0;
+  DType offsets_dtype = DType::i32;
+};
+
+// Keys and values in pages of `page_size` rows: K [num_pages, page_size, h_kv, d_qk], V alike;
+// a device block_table [b, max_pages] i32 names the pages of each batch.
+struct Paged {
+  int64_t page_size = 0;
+  int64_t num_pages = 0;
+  int64_t max_pages = 0;
 };
 
 class Problem {
@@ -59,6 +76,19 @@ class Problem {
   Problem& set_seq_len_q(bool on = true);
   Problem& set_seq_len_kv(bool on = true);
 
+  // Ragged query side (DESIGN 2.1): q, o, do, dq become [total_q, Hq, D], stats [total_q, Hq],
+  // and offsets_q [B + 1] is declared. With seq_len_q, it gives the valid length inside each
+  // padded slot. Call before set_strides: redeclaring a tensor packs it again.
+  Problem& set_ragged_q(int64_t total_q, DType offsets_dtype = DType::i32);
+  Problem& set_ragged_kv(int64_t total_kv, DType offsets_dtype = DType::i32);
+  // Paged keys and values (DESIGN 2.2, forward only): k, v become [num_pages, page_size, Hkv,
+  // D], block_table [B, max_pages] and seq_len_kv are declared. max_pages 0 means
+  // ceil(s_kv / page_size), the table width the envelope needs.
+  Problem& set_paged_kv(int64_t page_size, int64_t num_pages, int64_t max_pages = 0);
+  Problem& clear_ragged_q();
+  Problem& clear_ragged_kv();
+  Problem& clear_paged_kv();
+
   Problem& set_scale(double scale);  // default 1/sqrt(d_qk)
   Problem& set_softcap(double cap);  // s = cap * tanh(s / cap)
   Problem& set_mask(const Mask& mask);
@@ -75,12 +105,21 @@ class Problem {
   const std::optional<double>& softcap() const { return softcap_; }
   const Mask& mask() const { return mask_; }
   bool deterministic() const { return deterministic_; }
+  // The shape given at construction: the envelope of a ragged or paged problem.
+  const Shape& shape() const { return shape_; }
+  const std::optional<Ragged>& ragged_q() const { return ragged_q_; }
+  const std::optional<Ragged>& ragged_kv() const { return ragged_kv_; }
+  const std::optional<Paged>& paged_kv() const { return paged_kv_; }
   // A misuse of a setter (strides for an undeclared tensor, ...), reported by validation.
   const std::string& setter_error() const { return setter_error_; }
 
  private:
   Problem(Direction direction, const Shape& shape, DType dtype);
   void declare(TensorId id, DType dtype, std::initializer_list<int64_t> dims);
+  // (Re)declares, packed, every operand tensor the direction and options imply in the layout
+  // the ragged/paged options give, keeping optional tensors only when already declared.
+  void declare_layout();
+  void declare_stats();
 
   Direction direction_ = Direction::forward;
   DType dtype_ = DType::bf16;
@@ -90,6 +129,9 @@ class Problem {
   std::optional<double> softcap_;
   Mask mask_;
   bool deterministic_ = false;
+  std::optional<Ragged> ragged_q_;
+  std::optional<Ragged> ragged_kv_;
+  std::optional<Paged> paged_kv_;
   std::string setter_error_;
 };
 

@@ -9,7 +9,7 @@
 
 namespace floe {
 
-enum class DType : uint8_t { f16, bf16, f32, i32 };
+enum class DType : uint8_t { f16, bf16, f32, i32, i64 };
 
 const char* to_string(DType dtype);
 size_t size_of(DType dtype);
@@ -31,8 +31,12 @@ enum class TensorId : uint8_t {
   dv,
   dbias,
   dsink,  // backward only
+  // Ragged and paged problems (DESIGN 2.1, 2.2): device arrays read at execute, either direction.
+  offsets_q,    // [B + 1] i32 or i64, token offsets of the packed query side
+  offsets_kv,   // [B + 1] i32 or i64, token offsets of the packed key side
+  block_table,  // [B, max_pages] i32, the pages of each batch's keys and values
 };
-inline constexpr int kTensorCount = 15;
+inline constexpr int kTensorCount = 18;
 inline constexpr int index_of(TensorId id) {
   return static_cast<int>(id);
 }

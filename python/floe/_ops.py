@@ -19,10 +19,9 @@ from ._floe import FloeError
 
 # floe::DType codes and TensorId order (include/floe/tensor.h).
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
-_N_TENSORS = 15
-(_Q, _K, _V, _O, _STATS, _BIAS, _SINK, _SQL, _SKVL, _DO, _DQ, _DK, _DV, _DBIAS, _DSINK) = range(
-    _N_TENSORS
-)
+_N_TENSORS = 18
+(_Q, _K, _V, _O, _STATS, _BIAS, _SINK, _SQL, _SKVL, _DO, _DQ, _DK, _DV, _DBIAS, _DSINK, _OFFQ,
+ _OFFKV, _BLOCK_TABLE) = range(_N_TENSORS)
 _ALIGN = {"top_left": 0, "bottom_right": 1}
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +216,8 @@ def _run(plan, ptrs, q: Tensor):
     """Executes plan with the workspace from torch's allocator, on the current stream of q's
     device."""
     n = plan.workspace_bytes
+    # One pointer per TensorId; the ragged and paged arrays are not exposed here yet.
+    ptrs = tuple(ptrs) + (0,) * (_N_TENSORS - len(ptrs))
     if q.is_cuda:
         index = q.get_device()
         ws = _like(q, index, torch.uint8).new_empty(n) if n else None

@@ -1,20 +1,72 @@
 #include "floe/problem.h"
 
+#include <cstdint>
+
 namespace floe {
 
 Problem::Problem(Direction direction, const Shape& shape, DType dtype)
     : direction_(direction), dtype_(dtype), shape_(shape) {
-  const Shape& s = shape;
-  declare(TensorId::q, dtype, {s.b, s.h_q, s.s_q, s.d_qk});
-  declare(TensorId::k, dtype, {s.b, s.h_kv, s.s_kv, s.d_qk});
-  declare(TensorId::v, dtype, {s.b, s.h_kv, s.s_kv, s.d_v});
-  declare(TensorId::o, dtype, {s.b, s.h_q, s.s_q, s.d_v});
-  if (direction == Direction::backward) {
-    declare(TensorId::d_o, dtype, {s.b, s.h_q, s.s_q, s.d_v});
-    declare(TensorId::stats, DType::f32, {s.b, s.h_q, s.s_q});
-    declare(TensorId::dq, dtype, {s.b, s.h_q, s.s_q, s.d_qk});
-    declare(TensorId::dk, dtype, {s.b, s.h_kv, s.s_kv, s.d_qk});
-    declare(TensorId::dv, dtype, {s.b, s.h_kv, s.s_kv, s.d_v});
+  declare_layout();
+}
+
+void Problem::declare_layout() {
+  const Shape& s = shape_;
+  const bool bwd = direction_ == Direction::backward;
+  auto q_side = [&](TensorId id, int64_t d) {
+    if (ragged_q_) {
+      declare(id, dtype_, {ragged_q_->total, s.h_q, d});
+    } else {
+      declare(id, dtype_, {s.b, s.h_q, s.s_q, d});
+    }
+  };
+  auto kv_side = [&](TensorId id, int64_t d) {
+    if (paged_kv_) {
+      declare(id, dtype_, {paged_kv_->num_pages, paged_kv_->page_size, s.h_kv, d});
+    } else if (ragged_kv_) {
+      declare(id, dtype_, {ragged_kv_->total, s.h_kv, d});
+    } else {
+      declare(id, dtype_, {s.b, s.h_kv, s.s_kv, d});
+    }
+  };
+  q_side(TensorId::q, s.d_qk);
+  kv_side(TensorId::k, s.d_qk);
+  kv_side(TensorId::v, s.d_v);
+  q_side(TensorId::o, s.d_v);
+  if (bwd) {
+    q_side(TensorId::d_o, s.d_v);
+    q_side(TensorId::dq, s.d_qk);
+    kv_side(TensorId::dk, s.d_qk);
+    kv_side(TensorId::dv, s.d_v);
+  }
+  if (bwd || has(TensorId::stats)) declare_stats();
+  // The offsets hold b + 1 entries; b + 1 saturates rather than wrapping for a b validation
+  // refuses anyway.
+  const int64_t b1 = s.b < INT64_MAX ? s.b + 1 : s.b;
+  auto& oq = tensors_[index_of(TensorId::offsets_q)];
+  auto& okv = tensors_[index_of(TensorId::offsets_kv)];
+  auto& table = tensors_[index_of(TensorId::block_table)];
+  if (ragged_q_) {
+    declare(TensorId::offsets_q, ragged_q_->offsets_dtype, {b1});
+  } else {
+    oq.reset();
+  }
+  if (ragged_kv_) {
+    declare(TensorId::offsets_kv, ragged_kv_->offsets_dtype, {b1});
+  } else {
+    okv.reset();
+  }
+  if (paged_kv_) {
+    declare(TensorId::block_table, DType::i32, {s.b, paged_kv_->max_pages});
+  } else {
+    table.reset();
+  }
+}
+
+void Problem::declare_stats() {
+  if (ragged_q_) {
+    declare(TensorId::stats, DType::f32, {ragged_q_->total, shape_.h_q});
+  } else {
+    declare(TensorId::stats, DType::f32, {shape_.b, shape_.h_q, shape_.s_q});
   }
 }
 
@@ -60,7 +112,7 @@ Problem& Problem::set_strides(TensorId id, std::initializer_list<int64_t> stride
 Problem& Problem::set_stats(bool on) {
   if (direction_ == Direction::backward) return *this;  // always read in backward
   if (on) {
-    declare(TensorId::stats, DType::f32, {shape_.b, shape_.h_q, shape_.s_q});
+    declare_stats();
   } else {
     tensors_[index_of(TensorId::stats)].reset();
   }
@@ -110,6 +162,45 @@ Problem& Problem::set_seq_len_kv(bool on) {
   } else {
     tensors_[index_of(TensorId::seq_len_kv)].reset();
   }
+  return *this;
+}
+
+Problem& Problem::set_ragged_q(int64_t total_q, DType offsets_dtype) {
+  ragged_q_ = Ragged{total_q, offsets_dtype};
+  declare_layout();
+  return *this;
+}
+
+Problem& Problem::set_ragged_kv(int64_t total_kv, DType offsets_dtype) {
+  ragged_kv_ = Ragged{total_kv, offsets_dtype};
+  declare_layout();
+  return *this;
+}
+
+Problem& Problem::set_paged_kv(int64_t page_size, int64_t num_pages, int64_t max_pages) {
+  if (max_pages == 0 && page_size > 0) {
+    max_pages = shape_.s_kv / page_size + (shape_.s_kv % page_size != 0 ? 1 : 0);
+  }
+  paged_kv_ = Paged{page_size, num_pages, max_pages};
+  declare_layout();
+  return set_seq_len_kv(true);
+}
+
+Problem& Problem::clear_ragged_q() {
+  ragged_q_.reset();
+  declare_layout();
+  return *this;
+}
+
+Problem& Problem::clear_ragged_kv() {
+  ragged_kv_.reset();
+  declare_layout();
+  return *this;
+}
+
+Problem& Problem::clear_paged_kv() {
+  paged_kv_.reset();
+  declare_layout();
   return *this;
 }
 

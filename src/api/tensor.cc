@@ -7,8 +7,8 @@ namespace floe {
 
 namespace {
 constexpr const char* kTensorNames[kTensorCount] = {
-    "q",          "k",  "v",  "o",  "stats", "bias",  "sink", "seq_len_q",
-    "seq_len_kv", "do", "dq", "dk", "dv",    "dbias", "dsink"};
+    "q",  "k",  "v",  "o",  "stats", "bias",  "sink",      "seq_len_q",  "seq_len_kv",
+    "do", "dq", "dk", "dv", "dbias", "dsink", "offsets_q", "offsets_kv", "block_table"};
 }
 
 const char* to_string(Code code) {
@@ -41,11 +41,14 @@ const char* to_string(DType dtype) {
       return "f32";
     case DType::i32:
       return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
 
 size_t size_of(DType dtype) {
+  if (dtype == DType::i64) return 8;
   return (dtype == DType::f16 || dtype == DType::bf16) ? 2 : 4;
 }
 

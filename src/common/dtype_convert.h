@@ -72,6 +72,8 @@ inline float load_as_float(const void* base, int64_t offset, DType dtype) {
       return static_cast<const float*>(base)[offset];
     case DType::i32:
       return static_cast<float>(static_cast<const int32_t*>(base)[offset]);
+    case DType::i64:
+      return static_cast<float>(static_cast<const int64_t*>(base)[offset]);
   }
   return 0.f;
 }
@@ -90,6 +92,9 @@ inline void store_from_float(void* base, int64_t offset, DType dtype, float valu
       break;
     case DType::i32:
       static_cast<int32_t*>(base)[offset] = static_cast<int32_t>(value);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(base)[offset] = static_cast<int64_t>(value);
       break;
   }
 }

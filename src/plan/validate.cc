@@ -12,60 +12,59 @@ namespace {
 
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 
-// The logical name of each dim of each tensor, for messages.
-const char* dim_name(TensorId id, int i) {
+// The rank and the logical name of each dim of a tensor, as the problem's layout declares it
+// (dense, ragged or paged), for the rank check and for messages.
+struct DimSpec {
+  int rank = 0;
+  const char* names[4] = {"?", "?", "?", "?"};
+};
+
+DimSpec spec_of(const Problem& p, TensorId id) {
+  const bool rq = p.ragged_q().has_value();
+  const bool pk = p.paged_kv().has_value();
+  const bool rk = !pk && p.ragged_kv().has_value();
+  auto q_side = [&](const char* d) {
+    return rq ? DimSpec{3, {"total_q", "h_q", d}} : DimSpec{4, {"b", "h_q", "s_q", d}};
+  };
+  auto kv_side = [&](const char* d) {
+    if (pk) return DimSpec{4, {"num_pages", "page_size", "h_kv", d}};
+    return rk ? DimSpec{3, {"total_kv", "h_kv", d}} : DimSpec{4, {"b", "h_kv", "s_kv", d}};
+  };
   switch (id) {
     case TensorId::q:
-    case TensorId::dq: {
-      static const char* n[] = {"b", "h_q", "s_q", "d_qk"};
-      return n[i];
-    }
-    case TensorId::k:
-    case TensorId::dk: {
-      static const char* n[] = {"b", "h_kv", "s_kv", "d_qk"};
-      return n[i];
-    }
-    case TensorId::v:
-    case TensorId::dv: {
-      static const char* n[] = {"b", "h_kv", "s_kv", "d_v"};
-      return n[i];
-    }
+    case TensorId::dq:
+      return q_side("d_qk");
     case TensorId::o:
-    case TensorId::d_o: {
-      static const char* n[] = {"b", "h_q", "s_q", "d_v"};
-      return n[i];
-    }
-    case TensorId::stats: {
-      static const char* n[] = {"b", "h_q", "s_q"};
-      return n[i];
-    }
+    case TensorId::d_o:
+      return q_side("d_v");
+    case TensorId::k:
+    case TensorId::dk:
+      return kv_side("d_qk");
+    case TensorId::v:
+    case TensorId::dv:
+      return kv_side("d_v");
+    case TensorId::stats:
+      return rq ? DimSpec{2, {"total_q", "h_q"}} : DimSpec{3, {"b", "h_q", "s_q"}};
     case TensorId::bias:
-    case TensorId::dbias: {
-      static const char* n[] = {"b", "h_q", "s_q", "s_kv"};
-      return n[i];
-    }
+    case TensorId::dbias:
+      return DimSpec{4, {"b", "h_q", "s_q", "s_kv"}};
     case TensorId::sink:
     case TensorId::dsink:
-      return "h_q";
+      return DimSpec{1, {"h_q"}};
     case TensorId::seq_len_q:
     case TensorId::seq_len_kv:
-      return "b";
+      return DimSpec{1, {"b"}};
+    case TensorId::offsets_q:
+    case TensorId::offsets_kv:
+      return DimSpec{1, {"b + 1"}};
+    case TensorId::block_table:
+      return DimSpec{2, {"b", "max_pages"}};
   }
-  return "?";
+  return DimSpec{};
 }
 
-int rank_of(TensorId id) {
-  switch (id) {
-    case TensorId::stats:
-      return 3;
-    case TensorId::sink:
-    case TensorId::dsink:
-    case TensorId::seq_len_q:
-    case TensorId::seq_len_kv:
-      return 1;
-    default:
-      return 4;
-  }
+bool is_serving(const Problem& p) {
+  return p.ragged_q() || p.ragged_kv() || p.paged_kv();
 }
 
 bool is_backward_only(TensorId id) {
@@ -96,6 +95,7 @@ class Checker {
   void add(std::string msg) { errors_.push_back(std::move(msg)); }
 
   static std::string t(TensorId id) { return std::string("tensor '") + to_string(id) + "'"; }
+  const char* dim_name(TensorId id, int i) const { return spec_of(p_, id).names[i]; }
 
   void check_declarations() {
     const Direction dir = p_.direction();
@@ -109,6 +109,7 @@ class Checker {
         add(t(id) + ": declared in a forward problem; it belongs to the backward only");
       }
     }
+    check_serving_declarations();
     if (bwd) {
       for (TensorId id :
            {TensorId::d_o, TensorId::stats, TensorId::dq, TensorId::dk, TensorId::dv}) {
@@ -123,8 +124,38 @@ class Checker {
     }
   }
 
+  // DESIGN 2.1 and 2.2: which options go together, and the device arrays each one needs.
+  void check_serving_declarations() {
+    const bool bwd = p_.direction() == Direction::backward;
+    if (p_.paged_kv() && p_.ragged_kv()) {
+      add("problem paged_kv: excludes ragged_kv (a key side is packed or paged, not both)");
+    }
+    if (p_.paged_kv() && bwd) {
+      add("problem paged_kv: forward only; a backward with a paged KV cache is not defined "
+          "(DESIGN 2.2)");
+    }
+    if (p_.paged_kv() && !p_.has(TensorId::seq_len_kv)) {
+      add(t(TensorId::seq_len_kv) + ": missing; a paged KV cache needs the key length of each " +
+          "batch (set_seq_len_kv)");
+    }
+    const struct {
+      TensorId id;
+      bool needed;
+      const char* option;
+    } arrays[] = {{TensorId::offsets_q, p_.ragged_q().has_value(), "a ragged query side"},
+                  {TensorId::offsets_kv, p_.ragged_kv().has_value(), "a ragged key side"},
+                  {TensorId::block_table, p_.paged_kv().has_value(), "a paged KV cache"}};
+    for (const auto& a : arrays) {
+      if (a.needed && !p_.has(a.id)) add(t(a.id) + ": missing; " + a.option + " needs it");
+      if (!a.needed && p_.has(a.id)) {
+        add(t(a.id) + ": declared, but the problem has no " + (a.option + 2) +
+            " (set_ragged_q, set_ragged_kv, set_paged_kv)");
+      }
+    }
+  }
+
   void check_tensor(TensorId id, const TensorDesc& d) {
-    const int want_rank = rank_of(id);
+    const int want_rank = spec_of(p_, id).rank;
     if (d.rank != want_rank) {
       add(t(id) + " rank: is " + std::to_string(d.rank) + ", must be " + std::to_string(want_rank));
       return;
@@ -160,8 +191,15 @@ class Checker {
         break;
       case TensorId::seq_len_q:
       case TensorId::seq_len_kv:
+      case TensorId::block_table:
         if (d.dtype != DType::i32) {
           add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be i32");
+        }
+        break;
+      case TensorId::offsets_q:
+      case TensorId::offsets_kv:
+        if (d.dtype != DType::i32 && d.dtype != DType::i64) {
+          add(t(id) + " dtype: is " + to_string(d.dtype) + ", must be i32 or i64");
         }
         break;
       default:
@@ -194,7 +232,112 @@ class Checker {
     }
   }
 
+  // A ragged or paged problem: every size comes from the envelope (the Shape given at
+  // construction) and the options, since no tensor holds b, s_q or s_kv any more.
+  void check_serving_sizes() {
+    const Shape& s = p_.shape();
+    for (const auto& [name, value] :
+         {std::pair<const char*, int64_t>{"b", s.b}, {"s_q", s.s_q}, {"s_kv", s.s_kv}}) {
+      if (value <= 0 || value > kMaxDim) {
+        add(std::string("problem ") + name + " (envelope) = " + std::to_string(value) +
+            ": must lie in [1, 2^31)");
+      }
+    }
+    if (s.h_kv > 0 && s.h_q % s.h_kv != 0) {
+      add(t(TensorId::k) + " h_kv = " + std::to_string(s.h_kv) + ": h_q (" + std::to_string(s.h_q) +
+          ") must be a multiple of h_kv");
+    }
+    const bool rq = p_.ragged_q().has_value();
+    const bool pk = p_.paged_kv().has_value();
+    const bool rk = !pk && p_.ragged_kv().has_value();
+    const int64_t tq = rq ? p_.ragged_q()->total : 0;
+    const int64_t tkv = rk ? p_.ragged_kv()->total : 0;
+    const Paged pg = pk ? *p_.paged_kv() : Paged{};
+    auto q_side = [&](TensorId id, int64_t d, const char* dn) {
+      if (rq) {
+        expect(id, {tq, s.h_q, d}, {"ragged_q's total", "h_q", dn});
+      } else {
+        expect(id, {s.b, s.h_q, s.s_q, d}, {"b", "h_q", "s_q", dn});
+      }
+    };
+    auto kv_side = [&](TensorId id, int64_t d, const char* dn) {
+      if (pk) {
+        expect(id, {pg.num_pages, pg.page_size, s.h_kv, d},
+               {"paged_kv's num_pages", "paged_kv's page_size", "h_kv", dn});
+      } else if (rk) {
+        expect(id, {tkv, s.h_kv, d}, {"ragged_kv's total", "h_kv", dn});
+      } else {
+        expect(id, {s.b, s.h_kv, s.s_kv, d}, {"b", "h_kv", "s_kv", dn});
+      }
+    };
+    q_side(TensorId::q, s.d_qk, "d_qk");
+    q_side(TensorId::dq, s.d_qk, "d_qk");
+    q_side(TensorId::o, s.d_v, "d_v");
+    q_side(TensorId::d_o, s.d_v, "d_v");
+    kv_side(TensorId::k, s.d_qk, "d_qk");
+    kv_side(TensorId::dk, s.d_qk, "d_qk");
+    kv_side(TensorId::v, s.d_v, "d_v");
+    kv_side(TensorId::dv, s.d_v, "d_v");
+    if (rq) {
+      expect(TensorId::stats, {tq, s.h_q}, {"ragged_q's total", "h_q"});
+    } else {
+      expect(TensorId::stats, {s.b, s.h_q, s.s_q}, {"b", "h_q", "s_q"});
+    }
+    if (p_.has(TensorId::bias)) {
+      const TensorDesc& bias = *p_.tensor(TensorId::bias);
+      if (bias.dims[0] != 1 && bias.dims[0] != s.b) {
+        add(t(TensorId::bias) + " dims[0] (b) = " + std::to_string(bias.dims[0]) +
+            ": must be 1 or b (" + std::to_string(s.b) + ")");
+      }
+      if (bias.dims[1] != 1 && bias.dims[1] != s.h_q) {
+        add(t(TensorId::bias) + " dims[1] (h_q) = " + std::to_string(bias.dims[1]) +
+            ": must be 1 or h_q (" + std::to_string(s.h_q) + ")");
+      }
+      expect(TensorId::bias, {bias.dims[0], bias.dims[1], s.s_q, s.s_kv},
+             {"itself", "itself", "s_q", "s_kv"});
+      expect(TensorId::dbias, {bias.dims[0], bias.dims[1], s.s_q, s.s_kv},
+             {"bias's", "bias's", "s_q", "s_kv"});
+    }
+    expect(TensorId::sink, {s.h_q}, {"h_q"});
+    expect(TensorId::dsink, {s.h_q}, {"h_q"});
+    expect(TensorId::seq_len_q, {s.b}, {"b"});
+    expect(TensorId::seq_len_kv, {s.b}, {"b"});
+    const int64_t b1 = s.b < INT64_MAX ? s.b + 1 : s.b;
+    expect(TensorId::offsets_q, {b1}, {"b + 1"});
+    expect(TensorId::offsets_kv, {b1}, {"b + 1"});
+    if (pk) {
+      expect(TensorId::block_table, {s.b, pg.max_pages}, {"b", "paged_kv's max_pages"});
+      // The pages of the envelope's keys: key j < s_kv reads table column j / page_size.
+      if (pg.page_size > 0 && pg.max_pages > 0 && (s.s_kv - 1) / pg.page_size >= pg.max_pages) {
+        add(t(TensorId::block_table) + " dims[1] (max_pages) = " + std::to_string(pg.max_pages) +
+            ": max_pages x page_size (" + std::to_string(pg.page_size) + ") must cover s_kv (" +
+            std::to_string(s.s_kv) + ")");
+      }
+    }
+  }
+
+  // Tensor `id`, when declared, has exactly `want` (its rank was checked before).
+  void expect(TensorId id, std::initializer_list<int64_t> want,
+              std::initializer_list<const char*> from) {
+    if (!p_.has(id)) return;
+    const TensorDesc& d = *p_.tensor(id);
+    int i = 0;
+    auto name = from.begin();
+    for (int64_t w : want) {
+      if (i < d.rank && d.dims[i] != w) {
+        add(t(id) + " dims[" + std::to_string(i) + "] (" + dim_name(id, i) + ") = " +
+            std::to_string(d.dims[i]) + ": must equal " + *name + " (" + std::to_string(w) + ")");
+      }
+      ++i;
+      ++name;
+    }
+  }
+
   void check_sizes() {
+    if (is_serving(p_)) {
+      check_serving_sizes();
+      return;
+    }
     const TensorDesc& q = *p_.tensor(TensorId::q);
     const TensorDesc& k = *p_.tensor(TensorId::k);
     const TensorDesc& v = *p_.tensor(TensorId::v);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -539,6 +540,51 @@ TEST_F(CliTest, RunHelpPointsAtTheCaseFormat) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("docs/design.md"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("problem.json"), std::string::npos) << r.out;
+}
+
+// A ragged, paged case (DESIGN 4's keys) runs on the CPU; explain routes it to generic and
+// names the option the fast engines decline for until they serve it.
+TEST_F(CliTest, RaggedPagedCaseRunsAndExplainsTheDeclines) {
+  const Problem p = Problem::forward({2, 2, 1, 4, 10, 8, 8}, DType::bf16)
+                        .set_ragged_q(5)
+                        .set_paged_kv(4, 6)
+                        .set_causal(MaskAlign::bottom_right)
+                        .set_stats();
+  ArrayMap in;
+  for (const std::string& n : input_names(p)) {
+    const TensorDesc& d = *p.tensor(tensor_of(n));
+    HostArray a;
+    a.shape.assign(d.dims.begin(), d.dims.begin() + d.rank);
+    a.data.assign(static_cast<size_t>(a.numel()), 0.f);
+    for (size_t i = 0; i < a.data.size(); ++i)
+      a.data[i] = 0.01f * static_cast<float>(i % 31) - 0.1f;
+    in[n] = a;
+  }
+  in["offsets_q"].data = {0, 1, 4};
+  in["seq_len_kv"].data = {10, 5};
+  in["block_table"].data = {5, 0, 3, 2, 1, -1};
+  const std::string c = (dir_ / "ragged_paged").string();
+  ASSERT_TRUE(write_case(c, p, in).ok());
+  const Ran r = floe("run --device cpu " + c);
+  ASSERT_EQ(r.code, 0) << r.out;
+  Result<HostArray> o = read_npy(c + "/out/o.npy");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->shape, (std::vector<int64_t>{5, 2, 8}));
+  Result<HostArray> stats = read_npy(c + "/out/stats.npy");
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->shape, (std::vector<int64_t>{5, 2}));
+  // Tokens 0..3 are the two slots' rows; token 4 lies past the last slot: never written, it
+  // keeps the poison (NaN).
+  for (size_t i = 0; i < stats->data.size(); ++i) {
+    EXPECT_EQ(std::isfinite(stats->data[i]), i < 8) << "element " << i << "\n" << r.out;
+  }
+  const Ran e = floe("explain --arch sm_90 " + c);
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_EQ(first_line(e.out), "engine: generic") << e.out;
+  for (const char* engine : {"sm90", "sm80"}) {
+    EXPECT_NE(e.out.find(std::string("  ") + engine + ": declined: ragged_q: "), std::string::npos)
+        << e.out;
+  }
 }
 
 }  // namespace

@@ -79,6 +79,87 @@ class Problem:
         self.sink = bool(j.get("sink"))
         self.stats = self.bwd or bool(j.get("stats"))
         self.strides = j.get("strides") or {}
+        # DESIGN 2.1, 2.2: a packed (ragged) side or a paged key side. The dense arrays of
+        # the envelope [B, H, S, D] are what forward() and backward() below work on; pack()
+        # and unpack() move between them and the case's own layout.
+        self.ragged_q = j.get("ragged_q")
+        self.ragged_kv = j.get("ragged_kv")
+        self.paged = j.get("paged_kv")
+        self.given_len_q = j.get("seq_len_q")
+        self.given_len_kv = j.get("seq_len_kv")
+        if self.ragged_q:
+            self.slots_q = self.slots(self.ragged_q, self.given_len_q, self.s_q)
+            self.seq_len_q = [n for _, _, n in self.slots_q]
+        if self.ragged_kv:
+            self.slots_kv = self.slots(self.ragged_kv, self.given_len_kv, self.s_kv)
+            self.seq_len_kv = [n for _, _, n in self.slots_kv]
+        if self.paged:
+            self.seq_len_kv = [min(max(n, 0), self.s_kv) for n in self.given_len_kv]
+
+    def slots(self, ragged, given, envelope):
+        """(start, end, length) per batch, clamped exactly as DESIGN 2.1 says."""
+        total, off = ragged["total"], ragged["offsets"]
+        out = []
+        for b in range(self.b):
+            start = min(max(off[b], 0), total)
+            end = min(max(off[b + 1], start), total)
+            n = end - start
+            if given is not None:
+                n = min(max(given[b], 0), n)
+            out.append((start, end, min(n, envelope)))
+        return out
+
+    def packed_shapes(self):
+        """The shapes the case's .npy files hold (DESIGN 4)."""
+        s = self.shapes()
+        if self.ragged_q:
+            t = self.ragged_q["total"]
+            s.update(q=(t, self.h_q, self.d_qk), o=(t, self.h_q, self.d_v),
+                     do=(t, self.h_q, self.d_v), stats=(t, self.h_q))
+        if self.ragged_kv:
+            t = self.ragged_kv["total"]
+            s.update(k=(t, self.h_kv, self.d_qk), v=(t, self.h_kv, self.d_v))
+        if self.paged:
+            n, ps = self.paged["num_pages"], self.paged["page_size"]
+            s.update(k=(n, ps, self.h_kv, self.d_qk), v=(n, ps, self.h_kv, self.d_v))
+        return s
+
+    def unpack(self, name, a):
+        """A packed or paged input as the dense envelope array; rows no batch has are 0."""
+        if name in ("q", "o", "do", "stats") and self.ragged_q:
+            slots = self.slots_q
+        elif name in ("k", "v") and self.ragged_kv:
+            slots = self.slots_kv
+        elif name in ("k", "v") and self.paged:
+            ps, table = self.paged["page_size"], self.paged["block_table"]
+            out = np.zeros((self.b, self.h_kv, self.s_kv, a.shape[3]))
+            for b in range(self.b):
+                for j in range(self.seq_len_kv[b]):
+                    out[b, :, j] = a[table[b][j // ps], j % ps]
+            return out
+        else:
+            return a
+        envelope = self.s_q if name in ("q", "o", "do", "stats") else self.s_kv
+        out = np.zeros((self.b, a.shape[1], envelope) + a.shape[2:])
+        for b, (start, _, n) in enumerate(slots):
+            out[b, :, :n] = np.swapaxes(a[start:start + n], 0, 1)
+        return out
+
+    def pack(self, name, a):
+        """A dense output in the case's layout: rows of a slot past its length are padding
+        (0, stats -inf); tokens outside every slot stay untouched (NaN here: floe poisons
+        its outputs before the run)."""
+        ragged = self.ragged_q if name in ("o", "stats", "dq") else (
+            self.ragged_kv if name in ("dk", "dv") else None)
+        if not ragged:
+            return a
+        slots = self.slots_q if name in ("o", "stats", "dq") else self.slots_kv
+        out = np.full((ragged["total"], a.shape[1]) + a.shape[3:], np.nan)
+        pad = -np.inf if name == "stats" else 0.0
+        for b, (start, end, n) in enumerate(slots):
+            out[start:end] = pad
+            out[start:start + n] = np.swapaxes(a[b, :, :n], 0, 1)
+        return out
 
     def shapes(self):
         s = {
@@ -197,7 +278,7 @@ def make_inputs(p, name):
     """Seeded random logical inputs (float32), and the rounded copies floe will see."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     raw = {}
-    for n, shape in p.shapes().items():
+    for n, shape in p.packed_shapes().items():
         if n in ("o", "stats") or (n == "do" and not p.bwd):
             continue
         # A zero stride makes several indices share one element: their values must agree.
@@ -209,15 +290,18 @@ def make_inputs(p, name):
         if n == "bias":
             a *= 2.0
         raw[n] = np.ascontiguousarray(np.broadcast_to(a, shape), dtype=np.float32)
-    seen = {n: round_to(p.dtype, a).astype(np.float64) for n, a in raw.items() if n != "sink"}
+    seen = {n: p.unpack(n, round_to(p.dtype, a).astype(np.float64))
+            for n, a in raw.items() if n != "sink"}
     if "sink" in raw:
         seen["sink"] = raw["sink"].astype(np.float64)  # f32, no rounding
     if p.bwd:
         o, lse = forward(p, seen)
-        raw["o"] = o.astype(np.float32)
-        raw["stats"] = lse.astype(np.float32)
-        seen["o"] = round_to(p.dtype, raw["o"]).astype(np.float64)
-        seen["stats"] = raw["stats"].astype(np.float64)
+        # Packed: tokens outside every slot get a value (never read) instead of NaN.
+        raw["o"] = np.nan_to_num(p.pack("o", o), nan=0.25).astype(np.float32)
+        raw["stats"] = np.nan_to_num(p.pack("stats", lse), nan=0.25, neginf=-np.inf,
+                                     posinf=np.inf).astype(np.float32)
+        seen["o"] = p.unpack("o", round_to(p.dtype, raw["o"]).astype(np.float64))
+        seen["stats"] = p.unpack("stats", raw["stats"].astype(np.float64))
     return raw, seen
 
 
@@ -252,7 +336,8 @@ def compare(p, name, out, expected, extra):
             # result once (<= half an ulp from the exact value), and this fp64 result is
             # within ~1e-15 relative of it, so a correct output is within one ulp.
             tol = ulp(p.dtype, np.maximum(np.abs(want), np.abs(got)))
-        same_inf = np.isinf(want) & (got == want)
+        # NaN expected: a token outside every slot, which floe must leave poisoned.
+        same_inf = (np.isinf(want) & (got == want)) | (np.isnan(want) & np.isnan(got))
         with np.errstate(invalid="ignore"):  # inf - inf where both are -inf: handled above
             bad = ~same_inf & ~(np.abs(got - want) <= tol)
         if bad.any():
@@ -294,12 +379,13 @@ def main():
         for n, a in raw.items():
             np.save(os.path.join(d, n + ".npy"), a)
         if p.bwd:
-            expected[name] = backward(p, seen)
+            expected[name] = {n: (p.pack(n, a) if not n.startswith("_") else a)
+                              for n, a in backward(p, seen).items()}
         else:
             o, lse = forward(p, seen)
-            expected[name] = {"o": o}
+            expected[name] = {"o": p.pack("o", o)}
             if p.stats:
-                expected[name]["stats"] = lse
+                expected[name]["stats"] = p.pack("stats", lse)
         dirs.append(d)
 
     run = subprocess.run([args.floe, "run", "--device", "cpu"] + dirs, capture_output=True,

@@ -297,6 +297,82 @@ const std::vector<Row>& rows() {
          return fwd().set_strides(TensorId::v, {int64_t{1} << 62, 16 * 24, 16, 1});
        },
        {"'v'", "strides", "span", "overflows 64 bits"}},
+      // Ragged and paged problems (DESIGN 2.1, 2.2).
+      {"ragged q total zero",
+       [] { return fwd().set_ragged_q(0); },
+       {"'q'", "dims[0] (total_q)", "must be positive"}},
+      {"ragged q of another total",
+       [] {
+         auto p = fwd().set_ragged_q(40);
+         return p.set_tensor(TensorId::q, TensorDesc::packed(DType::bf16, {41, 8, 32}));
+       },
+       {"'q'", "dims[0] (total_q) = 41", "ragged_q's total (40)"}},
+      {"ragged q given rank 4",
+       [] {
+         auto p = fwd().set_ragged_q(40);
+         return p.set_tensor(TensorId::q, TensorDesc::packed(DType::bf16, {2, 8, 16, 32}));
+       },
+       {"'q'", "rank", "must be 3"}},
+      {"ragged stats of another head count",
+       [] {
+         auto p = fwd().set_ragged_q(40).set_stats();
+         return p.set_tensor(TensorId::stats, TensorDesc::packed(DType::f32, {40, 4}));
+       },
+       {"'stats'", "dims[1] (h_q) = 4", "h_q (8)"}},
+      {"offsets f32",
+       [] { return fwd().set_ragged_kv(50, DType::f32); },
+       {"'offsets_kv'", "dtype", "i32 or i64"}},
+      {"offsets of b entries",
+       [] {
+         auto p = fwd().set_ragged_q(40);
+         return p.set_tensor(TensorId::offsets_q, TensorDesc::packed(DType::i32, {2}));
+       },
+       {"'offsets_q'", "dims[0] (b + 1) = 2", "b + 1 (3)"}},
+      {"offsets without a ragged side",
+       [] { return fwd().set_tensor(TensorId::offsets_q, TensorDesc::packed(DType::i32, {3})); },
+       {"'offsets_q'", "declared", "no ragged query side"}},
+      {"ragged envelope s_q zero",
+       [] {
+         return Problem::forward(Shape{2, 8, 2, 0, 24, 32, 16}, DType::bf16).set_ragged_q(40);
+       },
+       {"problem s_q (envelope) = 0", "[1, 2^31)"}},
+      {"paged backward", [] { return bwd().set_paged_kv(8, 10); }, {"paged_kv", "forward only"}},
+      {"paged with ragged kv",
+       [] { return fwd().set_ragged_kv(50).set_paged_kv(8, 10); },
+       {"paged_kv", "excludes ragged_kv"}},
+      {"paged without seq_len_kv",
+       [] { return fwd().set_paged_kv(8, 10).set_seq_len_kv(false); },
+       {"'seq_len_kv'", "missing", "paged"}},
+      {"paged page size zero",
+       [] { return fwd().set_paged_kv(0, 10, 3); },
+       {"'k'", "dims[1] (page_size) = 0", "must be positive"}},
+      {"paged table too narrow for s_kv",
+       [] {
+         return fwd().set_paged_kv(8, 10, 2);  // 2 x 8 < s_kv = 24
+       },
+       {"'block_table'", "dims[1] (max_pages) = 2", "must cover s_kv (24)"}},
+      {"paged table i64",
+       [] {
+         auto p = fwd().set_paged_kv(8, 10);
+         return p.set_tensor(TensorId::block_table, TensorDesc::packed(DType::i64, {2, 3}));
+       },
+       {"'block_table'", "dtype", "must be i32"}},
+      {"paged v of another page size",
+       [] {
+         auto p = fwd().set_paged_kv(8, 10);
+         return p.set_tensor(TensorId::v, TensorDesc::packed(DType::bf16, {10, 4, 2, 16}));
+       },
+       {"'v'", "dims[1] (page_size) = 4", "paged_kv's page_size (8)"}},
+      {"block table without pages",
+       [] {
+         return fwd().set_tensor(TensorId::block_table, TensorDesc::packed(DType::i32, {2, 3}));
+       },
+       {"'block_table'", "declared", "no paged KV cache"}},
+      {"ragged output overlaps itself",
+       [] {
+         return fwd().set_ragged_q(40).set_strides(TensorId::o, {8, 16, 1});
+       },
+       {"'o'", "strides", "overlaps itself"}},
       {"output aliasing modulo 2^64",
        [] {
          // o has b = 2 in a [4, ...] view: offsets 0 and 2^62 elements are 2^63 bytes apart,
@@ -325,6 +401,21 @@ TEST(Validation, BaselinesAreValid) {
                   .set_window(4, 0, MaskAlign::bottom_right)
                   .set_deterministic();
   EXPECT_TRUE(detail::validate(full).empty());
+  // Ragged both sides with i64 offsets and FlashAttention's [Hq, Tq] stats; paged decode.
+  auto ragged = bwd()
+                    .set_ragged_q(40, DType::i64)
+                    .set_ragged_kv(50)
+                    .set_seq_len_q()
+                    .set_bias(2, 1)
+                    .set_sink()
+                    .set_causal(MaskAlign::bottom_right)
+                    .set_strides(TensorId::stats, {1, 40});
+  EXPECT_TRUE(detail::validate(ragged).empty()) << detail::validate(ragged).front();
+  // HND pages ([Npages, Hkv, P, D] in memory) are a stride permutation.
+  auto paged_ok = fwd().set_ragged_q(40).set_paged_kv(8, 10).set_stats().set_strides(
+      TensorId::k, {2 * 8 * 32, 32, 8 * 32, 1});
+  EXPECT_TRUE(detail::validate(paged_ok).empty()) << detail::validate(paged_ok).front();
+  EXPECT_EQ(paged_ok.tensor(TensorId::block_table)->dims[1], 3);  // ceil(24 / 8)
 }
 
 TEST(Validation, EveryRowIsRefusedAndNamesTheCulprit) {

@@ -44,9 +44,10 @@ __device__ __forceinline__ void zero(float (&a)[4][4]) {
   }
 }
 
-__device__ __forceinline__ float stat_at(const Params& p, int b, int h, int i) {
+// Row i of batch b (a ragged side's rows start at L.q0).
+__device__ __forceinline__ float stat_at(const Params& p, const BatchLens& L, int b, int h, int i) {
   return static_cast<const float*>(
-      p.stats.ptr)[b * p.stats.s[0] + h * p.stats.s[1] + i * p.stats.s[2]];
+      p.stats.ptr)[b * p.stats.s[0] + h * p.stats.s[1] + (L.q0 + i) * p.stats.s[2]];
 }
 __device__ __forceinline__ int64_t delta_index(const Params& p, int b, int h, int i) {
   return (b * p.h_q + h) * p.s_q + i;
@@ -70,8 +71,8 @@ __global__ void __launch_bounds__(kThreads) generic_delta_kernel(const Params p,
     const BatchLens L = batch_lens(p, b);
     float sum = 0.f;
     if (i < L.sq) {
-      const uint16_t* o = in_ptr(p.o, b, h) + i * p.o.s[2];
-      const uint16_t* d = in_ptr(p.d_o, b, h) + i * p.d_o.s[2];
+      const uint16_t* o = in_ptr(p.o, b, h) + (L.q0 + i) * p.o.s[2];
+      const uint16_t* d = in_ptr(p.d_o, b, h) + (L.q0 + i) * p.d_o.s[2];
       for (int e = lane; e < p.d_v; e += 32) {
         sum = fmaf(load_elem<T>(o, e * p.o.s[3]), load_elem<T>(d, e * p.d_o.s[3]), sum);
       }
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) generic_dsink_kernel(const Params p,
     for (int b = 0; b < p.b; ++b) {
       const BatchLens L = batch_lens(p, b);
       for (int i = tid; i < L.sq; i += kThreads) {
-        const double lse = stat_at(p, b, h, i);
+        const double lse = stat_at(p, L, b, h, i);
         if (lse == -INFINITY) continue;  // a row without weight adds nothing (DESIGN 2, sm80)
         acc += exp(sigma - lse) * static_cast<double>(p.delta[delta_index(p, b, h, i)]);
       }
@@ -132,7 +133,7 @@ __device__ __forceinline__ void probabilities(const Params& p, const BatchLens& 
     float lse2 = 0.f, dl = 0.f;
     if (qi < L.sq) {
       // LSE -inf marks a row without weight: every P of it is 0 (+inf - +inf stays NaN).
-      const float lse = stat_at(p, b, h, qi);
+      const float lse = stat_at(p, L, b, h, qi);
       lse2 = lse == -INFINITY ? INFINITY : lse * kLog2e;
       dl = p.delta[delta_index(p, b, h, qi)];
     }
@@ -181,8 +182,8 @@ __device__ __forceinline__ void dkdv_state(const Params& p, int64_t blk, DkdvSta
   fs.do_dv = chunk < p.n_cv;
   fs.k_cols = min(kDChunk, static_cast<int>(p.d_qk) - fs.col0);
   fs.v_cols = min(kDChunk, static_cast<int>(p.d_v) - fs.col0);
-  fs.k = in_ptr(p.k, fs.b, fs.hk) + fs.n0 * p.k.s[2];
-  fs.v = in_ptr(p.v, fs.b, fs.hk) + fs.n0 * p.v.s[2];
+  fs.k = in_ptr(p.k, fs.b, fs.hk) + (fs.L.kv0 + fs.n0) * p.k.s[2];
+  fs.v = in_ptr(p.v, fs.b, fs.hk) + (fs.L.kv0 + fs.n0) * p.v.s[2];
   fs.qlo = 0;
   fs.qhi = -1;
   if (fs.keys > 0) queries_of_keys(p, fs.L, fs.n0, fs.n0 + fs.keys - 1, fs.qlo, fs.qhi);
@@ -200,8 +201,8 @@ __device__ __forceinline__ void dkdv_block(const Params& p, const DkdvState& fs,
     for (int m0 = fs.qlo / kTile * kTile; m0 <= fs.qhi; m0 += kTile) {
       const int h = fs.hk * group + g;
       const int rows = min(kTile, fs.L.sq - m0);
-      const uint16_t* qm = in_ptr(p.q, fs.b, h) + m0 * p.q.s[2];
-      const uint16_t* dom = in_ptr(p.d_o, fs.b, h) + m0 * p.d_o.s[2];
+      const uint16_t* qm = in_ptr(p.q, fs.b, h) + (fs.L.q0 + m0) * p.q.s[2];
+      const uint16_t* dom = in_ptr(p.d_o, fs.b, h) + (fs.L.q0 + m0) * p.d_o.s[2];
       float s[4][4], dp[4][4];
       zero(s);
       zero(dp);
@@ -224,7 +225,7 @@ __device__ __forceinline__ void dkdv_block(const Params& p, const DkdvState& fs,
       if (fs.do_dk) {
         tile::write_x(xt, dp, ty, tx);
         const uint16_t* qc =
-            in_ptr(p.q, fs.b, fs.hk * group + g) + m0 * p.q.s[2] + fs.col0 * p.q.s[3];
+            in_ptr(p.q, fs.b, fs.hk * group + g) + (fs.L.q0 + m0) * p.q.s[2] + fs.col0 * p.q.s[3];
         tile::gemm_nn<T, 1>(acc_dk, xt, make_view(qc, p.q.s[2], p.q.s[3], rows, fs.k_cols), st.nn,
                             tid, ty, tx);
       }
@@ -232,12 +233,12 @@ __device__ __forceinline__ void dkdv_block(const Params& p, const DkdvState& fs,
   }
 
   // Keys past skv_b (and whole padded tiles) get zeros: their accumulators never moved.
-  uint16_t* dkb = out_ptr(p.dk, fs.b, fs.hk) + fs.col0 * p.dk.s[3];
-  uint16_t* dvb = out_ptr(p.dv, fs.b, fs.hk) + fs.col0 * p.dv.s[3];
+  uint16_t* dkb = out_ptr(p.dk, fs.b, fs.hk) + fs.L.kv0 * p.dk.s[2] + fs.col0 * p.dk.s[3];
+  uint16_t* dvb = out_ptr(p.dv, fs.b, fs.hk) + fs.L.kv0 * p.dv.s[2] + fs.col0 * p.dv.s[3];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int n = fs.n0 + 4 * ty + i;
-    if (n >= p.s_kv) continue;
+    if (n >= fs.L.kv_rows) continue;  // s_kv, or the slot's rows up to s_kv
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = 4 * tx + j;
@@ -288,10 +289,10 @@ __device__ __forceinline__ void dq_state(const Params& p, int64_t blk, DqState& 
   fs.rows = min(kTile, fs.L.sq - fs.m0);
   fs.col0 = chunk * kDChunk;
   fs.cols = min(kDChunk, static_cast<int>(p.d_qk) - fs.col0);
-  fs.q = in_ptr(p.q, fs.b, fs.h) + fs.m0 * p.q.s[2];
-  fs.d_o = in_ptr(p.d_o, fs.b, fs.h) + fs.m0 * p.d_o.s[2];
-  fs.k = in_ptr(p.k, fs.b, hk);
-  fs.v = in_ptr(p.v, fs.b, hk);
+  fs.q = in_ptr(p.q, fs.b, fs.h) + (fs.L.q0 + fs.m0) * p.q.s[2];
+  fs.d_o = in_ptr(p.d_o, fs.b, fs.h) + (fs.L.q0 + fs.m0) * p.d_o.s[2];
+  fs.k = in_ptr(p.k, fs.b, hk) + fs.L.kv0 * p.k.s[2];
+  fs.v = in_ptr(p.v, fs.b, hk) + fs.L.kv0 * p.v.s[2];
   fs.klo = 0;
   fs.khi = -1;
   if (fs.rows > 0) keys_of_queries(p, fs.L, fs.m0, fs.m0 + fs.rows - 1, fs.klo, fs.khi);
@@ -321,11 +322,11 @@ __device__ __forceinline__ void dq_block(const Params& p, const DqState& fs, Bac
         st.nn, tid, ty, tx);
   }
 
-  uint16_t* dqb = out_ptr(p.dq, fs.b, fs.h) + fs.col0 * p.dq.s[3];
+  uint16_t* dqb = out_ptr(p.dq, fs.b, fs.h) + fs.L.q0 * p.dq.s[2] + fs.col0 * p.dq.s[3];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int m = fs.m0 + 4 * ty + i;
-    if (m >= p.s_q) continue;
+    if (m >= fs.L.q_rows) continue;  // s_q, or the slot's rows up to s_q
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int c = 4 * tx + j;
@@ -377,10 +378,10 @@ __device__ __forceinline__ void dbias_state(const Params& p, int b, int h, int m
     keys_of_queries(p, fs.L, m0, m0 + fs.rows - 1, klo, khi);
     fs.live = khi >= n0 && klo <= n0 + fs.keys - 1;
   }
-  fs.q = in_ptr(p.q, b, h) + m0 * p.q.s[2];
-  fs.d_o = in_ptr(p.d_o, b, h) + m0 * p.d_o.s[2];
-  fs.k = in_ptr(p.k, b, hk) + n0 * p.k.s[2];
-  fs.v = in_ptr(p.v, b, hk) + n0 * p.v.s[2];
+  fs.q = in_ptr(p.q, b, h) + (fs.L.q0 + m0) * p.q.s[2];
+  fs.d_o = in_ptr(p.d_o, b, h) + (fs.L.q0 + m0) * p.d_o.s[2];
+  fs.k = in_ptr(p.k, b, hk) + (fs.L.kv0 + n0) * p.k.s[2];
+  fs.v = in_ptr(p.v, b, hk) + (fs.L.kv0 + n0) * p.v.s[2];
 }
 
 template <class T>
@@ -442,6 +443,35 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 }
 
 // ---------------------------------------------------------------------------------------
+// Ragged padding past the envelope
+
+// Rows of a slot past s_q (dq) or s_kv (dk, dv), in a slot wider than the envelope: padding
+// the tile grids do not reach, written 0 (DESIGN 2.1). One block per batch.
+template <class T>
+__device__ __forceinline__ void zero_rows(const TensorArg& t, const kernels::Slot& s,
+                                          int64_t envelope, int64_t heads, int64_t cols) {
+  const int64_t first = s.start + envelope;
+  if (first >= s.end) return;
+  const int64_t n = (s.end - first) * heads * cols;
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+    const int64_t c = e % cols, h = e / cols % heads, r = first + e / cols / heads;
+    store_elem<T>(static_cast<uint16_t*>(t.ptr), h * t.s[1] + r * t.s[2] + c * t.s[3], 0.f);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) generic_ragged_pad_kernel(const Params p) {
+  for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
+    if (p.ragged_q) zero_rows<T>(p.dq, p.rq.slot(b), p.s_q, p.h_q, p.d_qk);
+    if (p.ragged_kv) {
+      const kernels::Slot s = p.rkv.slot(b);
+      zero_rows<T>(p.dk, s, p.s_kv, p.h_kv, p.d_qk);
+      zero_rows<T>(p.dv, s, p.s_kv, p.h_kv, p.d_v);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 
 Status check(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
@@ -472,6 +502,12 @@ Status launch_typed(const Params& p, const Geometry& geo, cudaStream_t s) {
     generic_dbias_kernel<T><<<geo.dbias.grid, kThreads, 0, s>>>(p, geo.dbias.blocks);
     if (Status st = check("generic_dbias_kernel"); !st) return st;
   }
+  if (p.ragged_q || p.ragged_kv) {
+    // Disjoint rows from the tiles above (past the envelope), so no order between them.
+    const unsigned grid = static_cast<unsigned>(p.b < 65535 ? p.b : 65535);
+    generic_ragged_pad_kernel<T><<<grid, kThreads, 0, s>>>(p);
+    if (Status st = check("generic_ragged_pad_kernel"); !st) return st;
+  }
   return Status();
 }
 
@@ -483,7 +519,8 @@ Status load_typed() {
       {"generic_dsink_kernel", reinterpret_cast<const void*>(generic_dsink_kernel)},
       {"generic_dkdv_kernel", reinterpret_cast<const void*>(generic_dkdv_kernel<T>)},
       {"generic_dq_kernel", reinterpret_cast<const void*>(generic_dq_kernel<T>)},
-      {"generic_dbias_kernel", reinterpret_cast<const void*>(generic_dbias_kernel<T>)}};
+      {"generic_dbias_kernel", reinterpret_cast<const void*>(generic_dbias_kernel<T>)},
+      {"generic_ragged_pad_kernel", reinterpret_cast<const void*>(generic_ragged_pad_kernel<T>)}};
   for (const auto& [name, fn] : kernels) {
     const cudaError_t err = cudaFuncGetAttributes(&attr, fn);
     if (err != cudaSuccess) {

@@ -12,6 +12,7 @@
 namespace floe::detail::generic {
 
 using tile::load_elem;
+using tile::make_row_view;
 using tile::make_view;
 using tile::store_elem;
 using tile::View2D;
@@ -29,14 +30,37 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
 // The actual lengths of batch b and the diagonal's offset (|off| < 2^31: both lengths are).
 // Indices below are int: every extent is below 2^31 (validation); only element offsets,
 // index * stride, need 64 bits.
+// A ragged side adds q0 / kv0, the first token of the batch's slot, to every row index;
+// q_rows / kv_rows are the rows of the slot the tile grids write (padding included, up to
+// s_q / s_kv). Trivially constructible: it lives in __shared__ state.
 struct BatchLens {
   int sq, skv, off;
+  int64_t q0, kv0;
+  int q_rows, kv_rows;
 };
 
 __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
   BatchLens L;
-  L.sq = p.lens.q_len(b, static_cast<int>(p.s_q));
-  L.skv = p.lens.kv_len(b, static_cast<int>(p.s_kv));
+  L.q0 = 0;
+  L.kv0 = 0;
+  L.q_rows = static_cast<int>(p.s_q);
+  L.kv_rows = static_cast<int>(p.s_kv);
+  if (p.ragged_q) {
+    const kernels::Slot s = p.rq.slot(b);
+    L.sq = static_cast<int>(s.len);
+    L.q0 = s.start;
+    L.q_rows = static_cast<int>(min64(s.end - s.start, p.s_q));
+  } else {
+    L.sq = p.lens.q_len(b, static_cast<int>(p.s_q));
+  }
+  if (p.ragged_kv) {
+    const kernels::Slot s = p.rkv.slot(b);
+    L.skv = static_cast<int>(s.len);
+    L.kv0 = s.start;
+    L.kv_rows = static_cast<int>(min64(s.end - s.start, p.s_kv));
+  } else {
+    L.skv = p.lens.kv_len(b, static_cast<int>(p.s_kv));
+  }
   L.off = p.band.bottom_right ? L.skv - L.sq : 0;
   return L;
 }

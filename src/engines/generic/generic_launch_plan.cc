@@ -25,6 +25,30 @@ TensorArg arg_of(const Facts& f, TensorId id) {
   return a;
 }
 
+// A tensor of a ragged side, [T, H, D] (stats [T, H]), as the kernels' [B, H, S, D] with a zero
+// batch stride: the token stride is the row stride and each batch's rows start at its slot.
+TensorArg ragged_arg_of(const Facts& f, TensorId id) {
+  TensorArg a;
+  if (!f.has(id)) return a;
+  const TensorDesc& d = f.t(id);
+  a.s[0] = 0;
+  a.s[1] = d.strides[1];
+  a.s[2] = d.strides[0];
+  a.s[3] = d.rank > 2 ? d.strides[2] : 0;
+  return a;
+}
+
+kernels::RaggedSide ragged_side(const Facts& f, TensorId offsets, TensorId seq_len, int64_t total,
+                                int64_t envelope) {
+  kernels::RaggedSide side;
+  side.offsets_i64 = f.t(offsets).dtype == DType::i64;
+  side.offsets_stride = f.t(offsets).strides[0];
+  side.seq_len_stride = f.has(seq_len) ? f.t(seq_len).strides[0] : 0;
+  side.total = total;
+  side.envelope = envelope;
+  return side;
+}
+
 KernelGrid grid_of(int64_t blocks) {
   KernelGrid g;
   g.blocks = blocks;
@@ -35,6 +59,8 @@ KernelGrid grid_of(int64_t blocks) {
 
 }  // namespace
 
+// Ragged sides (both directions) and paged caches of any page size are served (DESIGN 2.1,
+// 2.2): nothing to decline for them.
 std::string decline_reason(const Facts& f, const Target& target) {
   if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
   if (target.arch < 80) {
@@ -79,6 +105,33 @@ Params make_params(const Facts& f) {
   p.dsink = arg_of(f, TensorId::dsink);
   p.lens.q_stride = arg_of(f, TensorId::seq_len_q).s[0];
   p.lens.kv_stride = arg_of(f, TensorId::seq_len_kv).s[0];
+  p.ragged_q = f.ragged_q;
+  p.ragged_kv = f.ragged_kv;
+  p.paged_kv = f.paged_kv;
+  if (f.ragged_q) {
+    for (TensorId id : {TensorId::q, TensorId::o, TensorId::stats, TensorId::d_o, TensorId::dq}) {
+      TensorArg& a = id == TensorId::q       ? p.q
+                     : id == TensorId::o     ? p.o
+                     : id == TensorId::stats ? p.stats
+                     : id == TensorId::d_o   ? p.d_o
+                                             : p.dq;
+      a = ragged_arg_of(f, id);
+    }
+    p.rq = ragged_side(f, TensorId::offsets_q, TensorId::seq_len_q, f.total_q, f.s_q);
+  }
+  if (f.ragged_kv) {
+    p.k = ragged_arg_of(f, TensorId::k);
+    p.v = ragged_arg_of(f, TensorId::v);
+    p.dk = ragged_arg_of(f, TensorId::dk);
+    p.dv = ragged_arg_of(f, TensorId::dv);
+    p.rkv = ragged_side(f, TensorId::offsets_kv, TensorId::seq_len_kv, f.total_kv, f.s_kv);
+  }
+  if (f.paged_kv) {
+    p.pages.table_stride_b = f.t(TensorId::block_table).strides[0];
+    p.pages.table_stride_p = f.t(TensorId::block_table).strides[1];
+    p.pages.page_size = f.page_size;
+    p.pages.num_pages = f.num_pages;
+  }
 
   p.b = f.b;
   p.h_q = f.h_q;
@@ -149,6 +202,11 @@ Status GenericLaunchPlan::launch(const Facts& facts, const Arguments& args, cons
   p.sink.ptr = args.get(TensorId::sink);
   p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
   p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+  p.rq.offsets = args.get(TensorId::offsets_q);
+  p.rq.seq_len = p.lens.q;
+  p.rkv.offsets = args.get(TensorId::offsets_kv);
+  p.rkv.seq_len = p.lens.kv;
+  p.pages.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
   if (!facts.backward()) return launch_forward(p, geometry_, stream);
 
   p.d_o.ptr = args.get(TensorId::d_o);

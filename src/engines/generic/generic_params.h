@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/band_mask.h"
+#include "kernels/ragged_rows.h"
 #include "kernels/seq_lens.cuh"
 
 namespace floe::detail::generic {
@@ -31,8 +32,15 @@ struct Params {
   // Operands. Bias strides of a broadcast (size-1) dim are 0, so indexing by (b, h) works.
   TensorArg q, k, v, o, stats, bias;
   TensorArg d_o, dq, dk, dv, dbias;
-  TensorArg sink, dsink;   // f32 [h_q]
-  kernels::SeqLens lens;   // seq_len_q / seq_len_kv, i32 [b]
+  TensorArg sink, dsink;  // f32 [h_q]
+  kernels::SeqLens lens;  // seq_len_q / seq_len_kv, i32 [b]
+  // DESIGN 2.1, 2.2. A ragged side's tensors are described as [B, H, S, D]
+  // with a zero batch stride and the token stride as the row stride; batch b's rows start
+  // at its slot's first token (BatchLens::q0, kv0). Paged K and V keep their own strides
+  // [page, row, head, d]; the forward stages each key tile's row offsets in shared memory.
+  bool ragged_q = false, ragged_kv = false, paged_kv = false;
+  kernels::RaggedSide rq, rkv;
+  kernels::PagedSide pages;
   float* delta = nullptr;  // workspace "delta": f32 [b, h_q, s_q], dense
 
   int64_t b = 0, h_q = 0, h_kv = 0, s_q = 0, s_kv = 0, d_qk = 0, d_v = 0, group = 1;

@@ -89,6 +89,35 @@ struct Stager {
     }
   }
 
+  // As load(), with the rows of the window at p + row[r] (a paged tile): rows are the inner
+  // index (rows_inner: element (o, i) at p + o * so + row[i]) or the outer one (element
+  // (o, i) at p + row[o] + i * si).
+  __device__ __forceinline__ void load_rows(const uint16_t* __restrict__ p, const int64_t* row,
+                                            int64_t stride, int o_lim, int i_lim, bool rows_inner,
+                                            bool i_fast, int tid) {
+    stride = opaque(stride);
+    auto at = [&](int o, int i) -> const uint16_t* {
+      return rows_inner ? p + o * stride + row[i] : p + row[o] + i * stride;
+    };
+    if (i_fast) {
+      const int i = tid % NI, o = tid / NI;
+      const bool iv = i < i_lim;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int oo = o + e * OSTEP;
+        put(e, iv && oo < o_lim ? load_raw(at(oo, i)) : uint16_t(0));
+      }
+    } else {
+      const int lane = tid & 31, w = tid >> 5;
+      const int o = lane & 7, i = 4 * w + (lane >> 3);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int oo = o + 8 * (e % OGROUPS), ii = i + 32 * (e / OGROUPS);
+        put(e, oo < o_lim && ii < i_lim ? load_raw(at(oo, ii)) : uint16_t(0));
+      }
+    }
+  }
+
   __device__ __forceinline__ void store(float* s, bool i_fast, int tid) const {
     if (i_fast) {
       const int i = tid % NI, o = tid / NI;
@@ -134,13 +163,22 @@ struct NtSmem {
 // fetched after the barrier: callers pass as A the operand that stays the same across their
 // loop (it is then an L1 hit), which saves the registers of a second prefetch.
 // Ends with a barrier, so the caller may reuse the shared memory at once.
-template <class T>
+// kRowsB: B's rows come from B.row (a paged tile); the o-fast mapping then keeps a warp on
+// 8 consecutive d of 4 rows.
+template <class T, bool kRowsB = false>
 __device__ __forceinline__ void gemm_nt(float (&acc)[4][4], const View2D& A, const View2D& B,
                                         int depth, NtSmem& sm, int tid, int ty, int tx) {
   Stager<T, kChunk, kTile> sb;
   // Outer = d (stride cs), inner = row (stride rs).
-  const bool a_if = A.rs < A.cs, b_if = B.rs < B.cs;
-  sb.load(B.ptr, B.cs, B.rs, depth, B.rows, b_if, tid);
+  const bool a_if = A.rs < A.cs, b_if = kRowsB ? false : B.rs < B.cs;
+  auto load_b = [&](int d0) {
+    if constexpr (kRowsB) {
+      sb.load_rows(B.ptr + d0 * B.cs, B.row, B.cs, depth - d0, B.rows, true, b_if, tid);
+    } else {
+      sb.load(B.ptr + d0 * B.cs, B.cs, B.rs, depth - d0, B.rows, b_if, tid);
+    }
+  };
+  load_b(0);
   {
     Stager<T, kChunk, kTile> sa;
     sa.load(A.ptr, A.cs, A.rs, depth, A.rows, a_if, tid);
@@ -151,7 +189,7 @@ __device__ __forceinline__ void gemm_nt(float (&acc)[4][4], const View2D& A, con
   for (int d0 = 0; d0 < depth; d0 += kChunk) {
     const int next = d0 + kChunk;
     const bool more = next < depth;
-    if (more) sb.load(B.ptr + next * B.cs, B.cs, B.rs, depth - next, B.rows, b_if, tid);
+    if (more) load_b(next);
     mma_nt_chunk(acc, sm.a, sm.b, ty, tx);
     __syncthreads();
     if (more) {
@@ -192,21 +230,29 @@ struct NnSmem {
 // first barrier inside publishes it. Ends with a barrier. Rows of X at k >= Y.rows must hold
 // finite values (they meet zero rows of Y; rows k >= 32 are skipped when Y.rows <= 32).
 // sm.y may alias other shared memory whose last readers passed a barrier.
-template <class T, int NJ>
+// kRowsY: Y's rows come from Y.row (a paged tile); the i-fast mapping then keeps a warp on
+// 32 consecutive columns of one row.
+template <class T, int NJ, bool kRowsY = false>
 __device__ __forceinline__ void gemm_nn(float (&acc)[4][4 * NJ], const XTile& xt, const View2D& Y,
                                         NnSmem<NJ>& sm, int tid, int ty, int tx) {
   constexpr int NI = kTile * NJ;
   Stager<T, kChunk, NI> sy;
-  const bool y_if = Y.cs < Y.rs;  // outer = k (stride rs), inner = column (stride cs)
+  // outer = k (stride rs), inner = column (stride cs)
+  const bool y_if = kRowsY ? true : Y.cs < Y.rs;
   const int nk = Y.rows > kChunk ? 2 : 1;
-  sy.load(Y.ptr, Y.rs, Y.cs, Y.rows, Y.cols, y_if, tid);
+  auto load_y = [&](int k0) {
+    if constexpr (kRowsY) {
+      sy.load_rows(Y.ptr, Y.row + k0, Y.cs, Y.rows - k0, Y.cols, false, y_if, tid);
+    } else {
+      sy.load(Y.ptr + k0 * Y.rs, Y.rs, Y.cs, Y.rows - k0, Y.cols, y_if, tid);
+    }
+  };
+  load_y(0);
   sy.store(sm.y, y_if, tid);
   __syncthreads();
   for (int kc = 0; kc < nk; ++kc) {
     const bool more = kc + 1 < nk;
-    if (more) {
-      sy.load(Y.ptr + kChunk * Y.rs, Y.rs, Y.cs, Y.rows - kChunk, Y.cols, y_if, tid);
-    }
+    if (more) load_y(kChunk);
     const float* xk = xt.x + kc * kChunk * kPitch<kTile> + 4 * ty;
 #pragma unroll 8
     for (int kk = 0; kk < kChunk; ++kk) {

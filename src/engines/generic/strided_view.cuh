@@ -54,15 +54,23 @@ __device__ __forceinline__ void store_elem(uint16_t* base, int64_t offset, float
 // A 2-D window of a strided tensor: element (r, c) lives at ptr[r * rs + c * cs]; elements
 // with r >= rows or c >= cols are outside the window (read as 0, never addressed). Extents
 // are below 2^31 (validation bounds every dim), offsets are 64-bit.
+// A window whose rows are not evenly strided (a tile of keys from a paged cache) gives each
+// row's offset from ptr in `row` (shared memory, one entry per row of the tile); rs is unused.
 struct View2D {
   const uint16_t* ptr;
   int64_t rs, cs;
   int rows, cols;
+  const int64_t* row;
 };
 
 __device__ __forceinline__ View2D make_view(const uint16_t* ptr, int64_t rs, int64_t cs,
                                             int64_t rows, int64_t cols) {
-  return View2D{ptr, rs, cs, static_cast<int>(rows), static_cast<int>(cols)};
+  return View2D{ptr, rs, cs, static_cast<int>(rows), static_cast<int>(cols), nullptr};
+}
+
+__device__ __forceinline__ View2D make_row_view(const uint16_t* ptr, const int64_t* row, int64_t cs,
+                                                int64_t rows, int64_t cols) {
+  return View2D{ptr, 0, cs, static_cast<int>(rows), static_cast<int>(cols), row};
 }
 
 }  // namespace floe::detail::tile

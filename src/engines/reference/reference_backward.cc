@@ -40,15 +40,10 @@ PairGrad pair_grad(const Operands& ops, const double* q, const double* d_o, doub
   return g;
 }
 
-// Query rows are numbered (b, h, i) in logical order; so is the delta chunk.
-int64_t row_index(const Facts& f, int64_t b, int64_t h, int64_t i) {
-  return (b * f.h_q + h) * f.s_q + i;
-}
-
 struct Backward {
   const Operands& ops;
   const Facts& f;
-  const double* delta;  // [B, Hq, Sq], valid for rows i < sq_b
+  const double* delta;  // per query-side item (Operands::q_items), valid for rows i < sq_b
 
   // Loads row i of head h: q into scratch[0, d_qk), dO into scratch[d_qk, d_qk + d_v).
   void load_rows(int64_t b, int64_t h, int64_t i, double* scratch) const {
@@ -64,7 +59,7 @@ struct Backward {
     if (i < len.sq) {
       load_rows(b, h, i, scratch);
       const int64_t hk = h / f.group;
-      const double l = lse(b, h, i), dl = delta[row_index(f, b, h, i)];
+      const double l = lse(b, h, i), dl = delta[ops.q_item_index(b, h, i)];
       int64_t first = 0, last = -1;
       ops.key_range(len, i, &first, &last);
       for (int64_t j = first; j <= last; ++j) {
@@ -87,7 +82,7 @@ struct Backward {
           if (!ops.visible(len, i, j)) continue;
           load_rows(b, h, i, scratch);
           const PairGrad g = pair_grad(ops, scratch, scratch + f.d_qk, lse(b, h, i),
-                                       delta[row_index(f, b, h, i)], b, h, i, j);
+                                       delta[ops.q_item_index(b, h, i)], b, h, i, j);
           for (int64_t d = 0; d < f.d_qk; ++d) acc_k[d] += g.dt * scratch[d];
           for (int64_t d = 0; d < f.d_v; ++d) acc_v[d] += g.p * scratch[f.d_qk + d];
         }
@@ -108,7 +103,7 @@ struct Backward {
       if (i >= len.sq) continue;
       for (int64_t h = all_h ? 0 : bh; h < (all_h ? f.h_q : bh + 1); ++h) {
         load_rows(b, h, i, scratch);
-        const double l = lse(b, h, i), dl = delta[row_index(f, b, h, i)];
+        const double l = lse(b, h, i), dl = delta[ops.q_item_index(b, h, i)];
         int64_t first = 0, last = -1;
         ops.key_range(len, i, &first, &last);
         for (int64_t j = first; j <= last; ++j) {
@@ -130,7 +125,7 @@ struct Backward {
           // A row without weight (LSE -inf) adds nothing, not 0 * Delta (NaN when Delta is).
           const double l = lse(b, h, i);
           if (l == kNegInf) continue;
-          sum += Operands::prob(sigma, l) * delta[row_index(f, b, h, i)];
+          sum += Operands::prob(sigma, l) * delta[ops.q_item_index(b, h, i)];
         }
       }
       ops.dsink.store(-sum, h);
@@ -145,24 +140,25 @@ void run_backward(const Operands& ops, const Workspace& ws, int threads) {
   double* scratch = ws.carve<double>(kRowScratch);
   const int64_t per_thread = backward_scratch_doubles(f);
   double* delta = ws.carve<double>(kDelta);
-  const int64_t rows = f.b * f.h_q * f.s_q;
 
   // Delta = dO . O for every real query row; padded rows are never read.
-  for_each_item(threads, rows, scratch, per_thread, [&](int64_t item, double*) {
-    const int64_t i = item % f.s_q, h = item / f.s_q % f.h_q, b = item / f.s_q / f.h_q;
+  for_each_item(threads, ops.q_items(), scratch, per_thread, [&](int64_t item, double*) {
+    int64_t b = 0, h = 0, i = 0;
     double sum = 0;
-    if (i < ops.lengths(b).sq) {
+    if (ops.q_item(item, &b, &h, &i) && i < ops.lengths(b).sq) {
       for (int64_t d = 0; d < f.d_v; ++d) sum += ops.d_o.load(b, h, i, d) * ops.o.load(b, h, i, d);
     }
     delta[item] = sum;
   });
 
   const Backward bwd{ops, f, delta};
-  for_each_item(threads, rows, scratch, per_thread, [&](int64_t item, double* s) {
-    bwd.dq_row(item / f.s_q / f.h_q, item / f.s_q % f.h_q, item % f.s_q, s);
+  for_each_item(threads, ops.q_items(), scratch, per_thread, [&](int64_t item, double* s) {
+    int64_t b = 0, h = 0, i = 0;
+    if (ops.q_item(item, &b, &h, &i)) bwd.dq_row(b, h, i, s);
   });
-  for_each_item(threads, f.b * f.h_kv * f.s_kv, scratch, per_thread, [&](int64_t item, double* s) {
-    bwd.dkdv_row(item / f.s_kv / f.h_kv, item / f.s_kv % f.h_kv, item % f.s_kv, s);
+  for_each_item(threads, ops.kv_items(), scratch, per_thread, [&](int64_t item, double* s) {
+    int64_t b = 0, hk = 0, j = 0;
+    if (ops.kv_item(item, &b, &hk, &j)) bwd.dkdv_row(b, hk, j, s);
   });
   if (f.has(TensorId::dbias)) {
     const TensorDesc& d = f.t(TensorId::dbias);

@@ -44,8 +44,9 @@ class ReferenceEngine final : public Engine {
     const int64_t f64 = sizeof(double);
     workspace.add(reference::kRowScratch, detail::saturating_bytes({f64, threads, per_thread}));
     if (facts.backward()) {
-      workspace.add(reference::kDelta,
-                    detail::saturating_bytes({f64, facts.b, facts.h_q, facts.s_q}));
+      // One per query-side item: (b, h, i) dense, (token, h) ragged.
+      const int64_t rows = facts.ragged_q ? facts.total_q : facts.b * facts.s_q;
+      workspace.add(reference::kDelta, detail::saturating_bytes({f64, rows, facts.h_q}));
     }
     return std::unique_ptr<const LaunchPlan>(std::make_unique<ReferenceLaunch>(threads));
   }

@@ -1,5 +1,7 @@
-// Forward: one item per query row (b, h, i). The row's logits are kept in scratch, so each
-// q.k is computed once; O = sum_j exp(s_j - LSE) v_j with LSE over the visible keys and sink.
+// Forward: one item per query row (b, h, i); a ragged query side has one per (token, head),
+// and tokens outside every batch's slot are left alone (DESIGN 2.1). The row's logits are kept in
+// scratch, so each q.k is computed once; O = sum_j exp(s_j - LSE) v_j with LSE over the visible
+// keys and sink.
 #include <algorithm>
 #include <cmath>
 
@@ -59,13 +61,10 @@ void forward_row(const Operands& ops, int64_t b, int64_t h, int64_t i, double* s
 }  // namespace
 
 void run_forward(const Operands& ops, const Workspace& ws, int threads) {
-  const Facts& f = ops.f;
-  for_each_item(threads, f.b * f.h_q * f.s_q, ws.carve<double>(kRowScratch),
-                forward_scratch_doubles(f), [&](int64_t item, double* scratch) {
-                  const int64_t i = item % f.s_q;
-                  const int64_t h = item / f.s_q % f.h_q;
-                  const int64_t b = item / f.s_q / f.h_q;
-                  forward_row(ops, b, h, i, scratch);
+  for_each_item(threads, ops.q_items(), ws.carve<double>(kRowScratch),
+                forward_scratch_doubles(ops.f), [&](int64_t item, double* scratch) {
+                  int64_t b = 0, h = 0, i = 0;
+                  if (ops.q_item(item, &b, &h, &i)) forward_row(ops, b, h, i, scratch);
                 });
 }
 

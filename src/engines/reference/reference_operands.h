@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "common/dtype_convert.h"
 #include "engines/facts.h"
 #include "floe/arguments.h"
 #include "kernels/band_mask.h"
+#include "kernels/ragged_rows.h"
 
 namespace floe::detail::reference {
 
@@ -23,12 +25,21 @@ inline double nan_max(double a, double b) {
   return a < b ? b : a;
 }
 
+// How a tensor's sequence rows are addressed: dense [B, H, S, ...], ragged [T, H, ...] (row i
+// of batch b is token start_b + i) or paged [Npages, P, H, ...].
+enum class Rows : uint8_t { dense, ragged, paged };
+
 // One tensor as declared: a host pointer, a dtype and up to four element strides. Strides past
-// the rank are zero so that callers may pass unused trailing indices as 0.
+// the rank are zero so that callers may pass unused trailing indices as 0. Every tensor is
+// indexed in the dense logical order (b, h, i, d) whatever its layout; a ragged or paged one
+// maps (b, i) to its row.
 struct View {
   void* base = nullptr;
   DType dtype = DType::f32;
   int64_t stride[TensorDesc::kMaxRank] = {0, 0, 0, 0};
+  Rows rows = Rows::dense;
+  const kernels::RaggedSide* ragged = nullptr;
+  const kernels::PagedSide* paged = nullptr;
 
   View() = default;
   View(const Facts& f, const Arguments& args, TensorId id) : base(args.get(id)) {
@@ -37,8 +48,31 @@ struct View {
     dtype = d.dtype;
     for (int i = 0; i < d.rank; ++i) stride[i] = d.strides[i];
   }
+  View(const Facts& f, const Arguments& args, TensorId id, const kernels::RaggedSide* side)
+      : View(f, args, id) {
+    if (side) {
+      rows = Rows::ragged;
+      ragged = side;
+    }
+  }
+  View(const Facts& f, const Arguments& args, TensorId id, const kernels::PagedSide* side)
+      : View(f, args, id) {
+    if (side) {
+      rows = Rows::paged;
+      paged = side;
+    }
+  }
 
   int64_t offset(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
+    switch (rows) {
+      case Rows::ragged:  // (b, h, i, d) -> [start_b + i, h, d]
+        return (ragged->start(i0) + i2) * stride[0] + i1 * stride[1] + i3 * stride[2];
+      case Rows::paged:  // (b, h, j, d) -> [page, j % P, h, d]
+        return paged->page(i0, i2) * stride[0] + (i2 % paged->page_size) * stride[1] +
+               i1 * stride[2] + i3 * stride[3];
+      case Rows::dense:
+        break;
+    }
     return i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
   }
   double load(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
@@ -78,8 +112,41 @@ struct Logit {
   double dcap = 1;
 };
 
+// The reading of one ragged side (null when the side is dense).
+inline std::optional<kernels::RaggedSide> ragged_side(const Facts& f, const Arguments& a,
+                                                      bool ragged, TensorId offsets,
+                                                      TensorId seq_len, int64_t total,
+                                                      int64_t envelope) {
+  if (!ragged) return std::nullopt;
+  kernels::RaggedSide side;
+  side.offsets = a.get(offsets);
+  side.offsets_i64 = f.t(offsets).dtype == DType::i64;
+  side.offsets_stride = f.t(offsets).strides[0];
+  if (f.has(seq_len)) {
+    side.seq_len = static_cast<const int32_t*>(a.get(seq_len));
+    side.seq_len_stride = f.t(seq_len).strides[0];
+  }
+  side.total = total;
+  side.envelope = envelope;
+  return side;
+}
+
+inline std::optional<kernels::PagedSide> paged_side(const Facts& f, const Arguments& a) {
+  if (!f.paged_kv) return std::nullopt;
+  kernels::PagedSide side;
+  side.table = static_cast<const int32_t*>(a.get(TensorId::block_table));
+  side.table_stride_b = f.t(TensorId::block_table).strides[0];
+  side.table_stride_p = f.t(TensorId::block_table).strides[1];
+  side.page_size = f.page_size;
+  side.num_pages = f.num_pages;
+  return side;
+}
+
 struct Operands {
   const Facts& f;
+  // Declared before the views, which point at them.
+  std::optional<kernels::RaggedSide> rq, rkv;
+  std::optional<kernels::PagedSide> pkv;
   View q, k, v, o, stats, bias, sink, d_o, dq, dk, dv, dbias, dsink;
   const int32_t* seq_len_q = nullptr;
   const int32_t* seq_len_kv = nullptr;
@@ -87,17 +154,22 @@ struct Operands {
 
   Operands(const Facts& facts, const Arguments& a)
       : f(facts),
-        q(facts, a, TensorId::q),
-        k(facts, a, TensorId::k),
-        v(facts, a, TensorId::v),
-        o(facts, a, TensorId::o),
-        stats(facts, a, TensorId::stats),
+        rq(ragged_side(facts, a, facts.ragged_q, TensorId::offsets_q, TensorId::seq_len_q,
+                       facts.total_q, facts.s_q)),
+        rkv(ragged_side(facts, a, facts.ragged_kv, TensorId::offsets_kv, TensorId::seq_len_kv,
+                        facts.total_kv, facts.s_kv)),
+        pkv(paged_side(facts, a)),
+        q(facts, a, TensorId::q, q_side()),
+        k(kv_view(facts, a, TensorId::k)),
+        v(kv_view(facts, a, TensorId::v)),
+        o(facts, a, TensorId::o, q_side()),
+        stats(facts, a, TensorId::stats, q_side()),
         bias(facts, a, TensorId::bias),
         sink(facts, a, TensorId::sink),
-        d_o(facts, a, TensorId::d_o),
-        dq(facts, a, TensorId::dq),
-        dk(facts, a, TensorId::dk),
-        dv(facts, a, TensorId::dv),
+        d_o(facts, a, TensorId::d_o, q_side()),
+        dq(facts, a, TensorId::dq, q_side()),
+        dk(kv_view(facts, a, TensorId::dk)),
+        dv(kv_view(facts, a, TensorId::dv)),
         dbias(facts, a, TensorId::dbias),
         dsink(facts, a, TensorId::dsink),
         band(kernels::BandMask::from(facts.mask)) {
@@ -105,6 +177,53 @@ struct Operands {
       seq_len_q = static_cast<const int32_t*>(a.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       seq_len_kv = static_cast<const int32_t*>(a.get(TensorId::seq_len_kv));
+  }
+  Operands(const Operands&) = delete;  // the views point into this object
+
+  const kernels::RaggedSide* q_side() const { return rq ? &*rq : nullptr; }
+  View kv_view(const Facts& facts, const Arguments& a, TensorId id) const {
+    if (pkv) return View(facts, a, id, &*pkv);
+    return View(facts, a, id, rkv ? &*rkv : nullptr);
+  }
+
+  // Query-side work items: one per (token, head) of a ragged side, else per (b, h, i) of the
+  // envelope. Item -> (b, h, i); false for a token outside every batch's slot (never written).
+  int64_t q_items() const { return rq ? f.total_q * f.h_q : f.b * f.h_q * f.s_q; }
+  bool q_item(int64_t item, int64_t* b, int64_t* h, int64_t* i) const {
+    return item_of(rq ? &*rq : nullptr, f.h_q, f.s_q, item, b, h, i);
+  }
+  // The same for key rows, per key/value head: only ragged and dense key sides have them (a
+  // paged backward is not defined).
+  int64_t kv_items() const { return rkv ? f.total_kv * f.h_kv : f.b * f.h_kv * f.s_kv; }
+  bool kv_item(int64_t item, int64_t* b, int64_t* h, int64_t* j) const {
+    return item_of(rkv ? &*rkv : nullptr, f.h_kv, f.s_kv, item, b, h, j);
+  }
+  // The item of query row (b, h, i) (i below the batch's length), for per-row scratch.
+  int64_t q_item_index(int64_t b, int64_t h, int64_t i) const {
+    return rq ? (rq->start(b) + i) * f.h_q + h : (b * f.h_q + h) * f.s_q + i;
+  }
+
+  bool item_of(const kernels::RaggedSide* side, int64_t heads, int64_t s, int64_t item, int64_t* b,
+               int64_t* h, int64_t* i) const {
+    if (side == nullptr) {
+      *i = item % s;
+      *h = item / s % heads;
+      *b = item / s / heads;
+      return true;
+    }
+    const int64_t t = item / heads;
+    *h = item % heads;
+    // The first batch whose slot holds the token: slots do not overlap for offsets that are
+    // non-decreasing, as DESIGN 2.1 asks; for any others this still picks one writer.
+    for (int64_t bb = 0; bb < f.b; ++bb) {
+      const kernels::Slot sl = side->slot(bb);
+      if (sl.start <= t && t < sl.end) {
+        *b = bb;
+        *i = t - sl.start;
+        return true;
+      }
+    }
+    return false;
   }
 
   bool has_bias() const { return f.has(TensorId::bias); }
@@ -114,8 +233,8 @@ struct Operands {
   // The actual lengths of batch b and the band's offset for them.
   Lengths lengths(int64_t b) const {
     Lengths l;
-    l.sq = length(seq_len_q, TensorId::seq_len_q, b, f.s_q);
-    l.skv = length(seq_len_kv, TensorId::seq_len_kv, b, f.s_kv);
+    l.sq = rq ? rq->slot(b).len : length(seq_len_q, TensorId::seq_len_q, b, f.s_q);
+    l.skv = rkv ? rkv->slot(b).len : length(seq_len_kv, TensorId::seq_len_kv, b, f.s_kv);
     l.off = band.offset(l.sq, l.skv);
     return l;
   }

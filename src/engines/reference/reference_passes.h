@@ -12,7 +12,7 @@ namespace floe::detail::reference {
 
 // Workspace chunk names.
 inline constexpr const char* kRowScratch = "reference.row_scratch";  // per thread: rows in fp64
-inline constexpr const char* kDelta = "reference.delta";  // backward: dO.O per row [B, Hq, Sq]
+inline constexpr const char* kDelta = "reference.delta";             // backward: dO.O per query row
 
 // Doubles of row scratch each thread needs, laid out by the pass that uses them.
 int64_t forward_scratch_doubles(const Facts& f);

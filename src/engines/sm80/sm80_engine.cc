@@ -13,6 +13,7 @@ class Sm80Engine final : public Engine {
   const char* name() const override { return "sm80"; }
 
   std::string decline_reason(const Facts& facts, const Target& target) const override {
+    if (std::string why = serving_decline_reason(facts, "sm80"); !why.empty()) return why;
     return facts.backward() ? sm80::backward_decline_reason(facts, target)
                             : sm80::forward_decline_reason(facts, target);
   }

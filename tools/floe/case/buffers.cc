@@ -40,9 +40,10 @@ std::string num_text(double x) {
   return buf;
 }
 
-std::string hex_bits(uint32_t bits, size_t bytes) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, bytes == 2 ? "0x%04x" : "0x%08x", bits);
+std::string hex_bits(uint64_t bits, size_t bytes) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", static_cast<int>(bytes * 2),
+                static_cast<unsigned long long>(bits));
   return buf;
 }
 
@@ -69,13 +70,13 @@ void for_each_index(const TensorDesc& d, Fn&& fn) {
   }
 }
 
-uint32_t load_bits(const unsigned char* p, size_t bytes) {
-  uint32_t v = 0;
+uint64_t load_bits(const unsigned char* p, size_t bytes) {
+  uint64_t v = 0;
   std::memcpy(&v, p, bytes);  // little-endian host: the low bytes
   return v;
 }
 
-void store_bits(unsigned char* p, size_t bytes, uint32_t v) {
+void store_bits(unsigned char* p, size_t bytes, uint64_t v) {
   std::memcpy(p, &v, bytes);
 }
 
@@ -144,6 +145,7 @@ uint32_t TensorBuffers::poison_bits(DType dtype) {
     case DType::f32:
       return 0x7FC05A5A;
     case DType::i32:
+    case DType::i64:  // as a 64-bit integer, 2^31 - 1
       return 0x7FFFFFFF;
   }
   return 0;
@@ -228,8 +230,17 @@ Status TensorBuffers::upload(TensorId id, const HostArray& array) {
     if (!error.ok()) return;
     const float x = array.data[static_cast<size_t>(linear)];
     unsigned char* p = base + offset * esize;
-    uint32_t bits = 0;
-    if (d.dtype == DType::i32) {
+    uint64_t bits = 0;
+    if (d.dtype == DType::i64) {
+      if (!(x == std::floor(x)) || x < -9.2233720368547758e18f || x >= 9.2233720368547758e18f) {
+        error =
+            Status(Code::invalid_argument, tensor_name(id) + " element " + index_text(idx, d.rank) +
+                                               " = " + num_text(x) + ": must be an integer (i64)");
+        return;
+      }
+      const int64_t v = static_cast<int64_t>(x);
+      std::memcpy(&bits, &v, 8);
+    } else if (d.dtype == DType::i32) {
       if (!(x == std::floor(x)) || x < -2147483648.0f || x >= 2147483648.0f) {
         error =
             Status(Code::invalid_argument, tensor_name(id) + " element " + index_text(idx, d.rank) +

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "guarded_block.h"
 
@@ -27,9 +28,20 @@ constexpr const char* kStrideNames[] = {"q",  "k",  "v",  "o",  "stats", "bias",
                                         "do", "dq", "dk", "dv", "dbias"};
 constexpr size_t kMaxProblemJsonBytes = size_t{1} << 20;
 constexpr const char* kShapeKeys[] = {"b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v"};
-constexpr const char* kOptionalKeys[] = {"strides",   "scale",        "softcap", "mask",
-                                         "seq_len_q", "seq_len_kv",   "bias",    "sink",
-                                         "stats",     "deterministic"};
+constexpr const char* kOptionalKeys[] = {
+    "strides", "scale", "softcap",       "mask",     "seq_len_q", "seq_len_kv", "bias",
+    "sink",    "stats", "deterministic", "ragged_q", "ragged_kv", "paged_kv"};
+// The inputs whose values sit in problem.json rather than in a .npy (DESIGN 4): integers the
+// command line uploads to device arrays.
+constexpr const char* kJsonInputs[] = {"seq_len_q", "seq_len_kv", "offsets_q", "offsets_kv",
+                                       "block_table"};
+
+bool is_json_input(const std::string& name) {
+  for (const char* n : kJsonInputs) {
+    if (name == n) return true;
+  }
+  return false;
+}
 
 Status key_error(const std::string& key, const std::string& rule) {
   return Status(Code::invalid_problem, "key '" + key + "': " + rule);
@@ -140,6 +152,100 @@ Status parse_mask(const json& v, Mask* mask) {
   return Status();
 }
 
+// "ragged_q" / "ragged_kv": {"total": T, "offsets": [b + 1 integers]}. The offsets must be
+// non-decreasing and lie in [0, total] (DESIGN 2.1); they are values, kept for read_case.
+Status parse_ragged(const json& v, const std::string& key, int64_t b, int64_t* total,
+                    std::vector<int64_t>* offsets) {
+  if (!v.is_object()) {
+    return key_error(key, "must be an object {\"total\": T, \"offsets\": [...]}, got " + got(v));
+  }
+  for (const auto& [k, value] : v.items()) {
+    if (k != "total" && k != "offsets") {
+      return key_error(key + "." + k, "unknown (" + key + " keys: total offsets)");
+    }
+  }
+  const json* t = find(v, "total");
+  if (!t) return key_error(key + ".total", "missing; the packed token count of the tensor");
+  if (Status st = get_int(*t, key + ".total", total); !st) return st;
+  if (*total <= 0) {
+    return key_error(key + ".total", "is " + std::to_string(*total) + ", must be positive");
+  }
+  const json* o = find(v, "offsets");
+  if (!o) return key_error(key + ".offsets", "missing; b + 1 token offsets");
+  if (Status st = get_int_array(*o, key + ".offsets", offsets); !st) return st;
+  if (static_cast<int64_t>(offsets->size()) != b + 1) {
+    return key_error(key + ".offsets", "has " + std::to_string(offsets->size()) +
+                                           " values, must have b + 1 (" + std::to_string(b + 1) +
+                                           ")");
+  }
+  for (size_t i = 0; i < offsets->size(); ++i) {
+    const int64_t x = (*offsets)[i];
+    const std::string at = key + ".offsets[" + std::to_string(i) + "]";
+    if (x < 0 || x > *total) {
+      return key_error(at, "is " + std::to_string(x) +
+                               ", must lie in [0, total = " + std::to_string(*total) + "]");
+    }
+    if (i > 0 && x < (*offsets)[i - 1]) {
+      return key_error(at, "is " + std::to_string(x) + ", below the offset before it (" +
+                               std::to_string((*offsets)[i - 1]) + "); offsets never decrease");
+    }
+    // Carried as float32 like every input array: exact up to 2^24.
+    if (x > (int64_t{1} << 24)) {
+      return key_error(at, "is " + std::to_string(x) + "; case files hold offsets up to 2^24");
+    }
+  }
+  return Status();
+}
+
+// "paged_kv": {"page_size": P, "num_pages": N, "block_table": [[...], ...] (b rows of
+// max_pages page numbers)}.
+Status parse_paged(const json& v, int64_t b, Paged* paged,
+                   std::vector<std::vector<int64_t>>* table) {
+  const std::string key = "paged_kv";
+  if (!v.is_object()) {
+    return key_error(key, "must be an object {page_size, num_pages, block_table}, got " + got(v));
+  }
+  for (const auto& [k, value] : v.items()) {
+    if (k != "page_size" && k != "num_pages" && k != "block_table") {
+      return key_error(key + "." + k, "unknown (paged_kv keys: page_size num_pages block_table)");
+    }
+  }
+  for (const char* name : {"page_size", "num_pages"}) {
+    const json* x = find(v, name);
+    if (!x) return key_error(key + "." + name, "missing");
+    int64_t value = 0;
+    if (Status st = get_int(*x, key + "." + name, &value); !st) return st;
+    if (value <= 0) {
+      return key_error(key + "." + name, "is " + std::to_string(value) + ", must be positive");
+    }
+    (name[0] == 'p' ? paged->page_size : paged->num_pages) = value;
+  }
+  const json* t = find(v, "block_table");
+  if (!t) return key_error(key + ".block_table", "missing; b rows of page numbers");
+  if (!t->is_array() || static_cast<int64_t>(t->size()) != b) {
+    return key_error(key + ".block_table",
+                     "must be an array of b (" + std::to_string(b) + ") rows, got " + got(*t));
+  }
+  table->clear();
+  for (size_t r = 0; r < t->size(); ++r) {
+    std::vector<int64_t> row;
+    const std::string at = key + ".block_table[" + std::to_string(r) + "]";
+    if (Status st = get_int_array((*t)[r], at, &row); !st) return st;
+    if (row.empty() || (r > 0 && row.size() != table->front().size())) {
+      return key_error(at, "has " + std::to_string(row.size()) +
+                               " entries; every row holds max_pages (> 0) entries");
+    }
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (row[c] < INT32_MIN || row[c] > INT32_MAX) {
+        return key_error(at + "[" + std::to_string(c) + "]", "must fit i32");
+      }
+    }
+    table->push_back(std::move(row));
+  }
+  paged->max_pages = static_cast<int64_t>(table->front().size());
+  return Status();
+}
+
 std::vector<int64_t> dims_of(const TensorDesc& d) {
   return std::vector<int64_t>(d.dims.begin(), d.dims.begin() + d.rank);
 }
@@ -238,7 +344,33 @@ Result<Problem> problem_from_json(const json& j) {
   if (Status st = shape_fits(shape); !st) return st;
   Problem p = backward ? Problem::backward(shape, dtype) : Problem::forward(shape, dtype);
 
-  // Declarations first: set_stats/set_bias/set_sink declare packed tensors, strides come last.
+  // The layout first (ragged, paged: DESIGN 2.1, 2.2), then the declarations: set_stats,
+  // set_bias and set_sink declare packed tensors; strides come last.
+  std::vector<int64_t> offsets;
+  for (const char* key : {"ragged_q", "ragged_kv"}) {
+    if (const json* v = find(j, key)) {
+      int64_t total = 0;
+      if (Status st = parse_ragged(*v, key, shape.b, &total, &offsets); !st) return st;
+      if (key[7] == 'q') {
+        p.set_ragged_q(total);
+      } else {
+        p.set_ragged_kv(total);
+      }
+    }
+  }
+  std::vector<std::vector<int64_t>> table;
+  if (const json* v = find(j, "paged_kv")) {
+    if (find(j, "ragged_kv")) {
+      return key_error("paged_kv", "excludes ragged_kv (a key side is packed or paged)");
+    }
+    if (backward) return key_error("paged_kv", "forward only (\"op\": \"fwd\"; DESIGN 2.2)");
+    Paged pg;
+    if (Status st = parse_paged(*v, shape.b, &pg, &table); !st) return st;
+    if (!find(j, "seq_len_kv")) {
+      return key_error("seq_len_kv", "missing; a paged_kv case gives the key length of each batch");
+    }
+    p.set_paged_kv(pg.page_size, pg.num_pages, pg.max_pages);
+  }
   if (const json* v = find(j, "stats")) {
     bool on = false;
     if (Status st = get_bool(*v, "stats", &on); !st) return st;
@@ -267,6 +399,23 @@ Result<Problem> problem_from_json(const json& j) {
   lens.reset();
   if (Status st = get_seq_lens(j, "seq_len_kv", shape.b, shape.s_kv, "s_kv", &lens); !st) return st;
   p.set_seq_len_kv(lens.has_value());
+  if (p.paged_kv()) {
+    // The pages a batch's keys need must exist; the rest of its row may hold anything.
+    const Paged& pg = *p.paged_kv();
+    for (int64_t b = 0; b < shape.b; ++b) {
+      const int64_t need = ((*lens)[b] + pg.page_size - 1) / pg.page_size;
+      for (int64_t c = 0; c < need && c < pg.max_pages; ++c) {
+        const int64_t page = table[b][c];
+        if (page < 0 || page >= pg.num_pages) {
+          return key_error(
+              "paged_kv.block_table[" + std::to_string(b) + "][" + std::to_string(c) + "]",
+              "is " + std::to_string(page) +
+                  ", must lie in [0, num_pages = " + std::to_string(pg.num_pages) + ") (batch " +
+                  std::to_string(b) + " has " + std::to_string((*lens)[b]) + " keys)");
+        }
+      }
+    }
+  }
   if (const json* v = find(j, "scale")) {
     double x = 0;
     if (Status st = get_number(*v, "scale", &x); !st) return st;
@@ -323,15 +472,13 @@ Result<Problem> problem_from_json(const json& j) {
 }
 
 Result<json> problem_to_json(const Problem& p, const ArrayMap& inputs) {
+  const bool serving = p.ragged_q() || p.ragged_kv() || p.paged_kv();
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
-    if (!p.has(id) || p.tensor(id)->rank != 4) {
+    if (!p.has(id) || (!serving && p.tensor(id)->rank != 4)) {
       return Status(Code::invalid_problem, std::string("problem_to_json: tensor '") +
                                                to_string(id) + "' must be declared with rank 4");
     }
   }
-  const TensorDesc& q = *p.tensor(TensorId::q);
-  const TensorDesc& k = *p.tensor(TensorId::k);
-  const TensorDesc& v = *p.tensor(TensorId::v);
   const bool backward = p.direction() == Direction::backward;
   json j;
   j["op"] = backward ? "bwd" : "fwd";
@@ -340,13 +487,67 @@ Result<json> problem_to_json(const Problem& p, const ArrayMap& inputs) {
     return Status(Code::invalid_problem, std::string("problem_to_json: dtype ") +
                                              to_string(p.dtype()) + " is not f16 or bf16");
   }
-  j["b"] = q.dims[0];
-  j["h_q"] = q.dims[1];
-  j["h_kv"] = k.dims[1];
-  j["s_q"] = q.dims[2];
-  j["s_kv"] = k.dims[2];
-  j["d_qk"] = q.dims[3];
-  j["d_v"] = v.dims[3];
+  if (serving) {
+    // No tensor holds the envelope: it is the shape the problem was made with.
+    const Shape& s = p.shape();
+    j["b"] = s.b;
+    j["h_q"] = s.h_q;
+    j["h_kv"] = s.h_kv;
+    j["s_q"] = s.s_q;
+    j["s_kv"] = s.s_kv;
+    j["d_qk"] = s.d_qk;
+    j["d_v"] = s.d_v;
+  } else {
+    const TensorDesc& q = *p.tensor(TensorId::q);
+    const TensorDesc& k = *p.tensor(TensorId::k);
+    const TensorDesc& v = *p.tensor(TensorId::v);
+    j["b"] = q.dims[0];
+    j["h_q"] = q.dims[1];
+    j["h_kv"] = k.dims[1];
+    j["s_q"] = q.dims[2];
+    j["s_kv"] = k.dims[2];
+    j["d_qk"] = q.dims[3];
+    j["d_v"] = v.dims[3];
+  }
+  // The integer arrays (offsets, block table) come from `inputs`, as the lengths do.
+  auto int_values = [&](const char* name, std::vector<int64_t>* out) -> Status {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) {
+      return Status(Code::invalid_problem, std::string("problem_to_json: the problem declares ") +
+                                               name + "; its values must be given as an input");
+    }
+    out->clear();
+    for (float x : it->second.data) {
+      if (x != std::floor(x)) {
+        return Status(Code::invalid_problem, std::string("problem_to_json: ") + name +
+                                                 " holds a value that is not an integer");
+      }
+      out->push_back(static_cast<int64_t>(x));
+    }
+    return Status();
+  };
+  for (const auto& [key, side, offsets_name] :
+       {std::tuple<const char*, const std::optional<Ragged>*, const char*>{
+            "ragged_q", &p.ragged_q(), "offsets_q"},
+        {"ragged_kv", &p.ragged_kv(), "offsets_kv"}}) {
+    if (!*side) continue;
+    std::vector<int64_t> offsets;
+    if (Status st = int_values(offsets_name, &offsets); !st) return st;
+    j[key] = {{"total", (*side)->total}, {"offsets", offsets}};
+  }
+  if (p.paged_kv()) {
+    std::vector<int64_t> flat;
+    if (Status st = int_values("block_table", &flat); !st) return st;
+    const int64_t width = p.paged_kv()->max_pages;
+    json rows = json::array();
+    for (size_t r = 0; width > 0 && r < flat.size() / static_cast<size_t>(width); ++r) {
+      rows.push_back(
+          std::vector<int64_t>(flat.begin() + r * width, flat.begin() + (r + 1) * width));
+    }
+    j["paged_kv"] = {{"page_size", p.paged_kv()->page_size},
+                     {"num_pages", p.paged_kv()->num_pages},
+                     {"block_table", rows}};
+  }
   json strides = json::object();
   for (const char* name : kStrideNames) {
     const TensorId id = tensor_of(name);
@@ -414,7 +615,8 @@ std::vector<std::string> input_names(const Problem& p) {
   if (p.direction() == Direction::backward) {
     names.insert(names.end(), {"o", "do", "stats"});
   }
-  for (const char* n : {"bias", "sink", "seq_len_q", "seq_len_kv"}) {
+  for (const char* n :
+       {"bias", "sink", "seq_len_q", "seq_len_kv", "offsets_q", "offsets_kv", "block_table"}) {
     if (p.has(tensor_of(n))) names.emplace_back(n);
   }
   return names;
@@ -556,13 +758,17 @@ Result<Case> read_case(const std::string& dir) {
     if (f.extension() != ".npy") continue;
     const std::string stem = f.stem().string();
     bool used = false;
-    for (const std::string& n : needed) used |= n == stem && n != "seq_len_q" && n != "seq_len_kv";
+    for (const std::string& n : needed) used |= n == stem && !is_json_input(n);
     if (used) continue;
     std::string why = "the problem does not read an input '" + stem + "'";
     if (stem == "bias" || stem == "sink") {
       why += " (declare it in problem.json with \"" + stem + "\")";
     } else if (stem == "seq_len_q" || stem == "seq_len_kv") {
       why += " (sequence lengths are given in problem.json as \"" + stem + "\": [...])";
+    } else if (is_json_input(stem)) {
+      why +=
+          " (offsets and block tables are given in problem.json under \"ragged_q\", "
+          "\"ragged_kv\" and \"paged_kv\")";
     } else if (stem == "o" || stem == "do" || stem == "stats") {
       why += " (a forward reads q k v; a backward also o do stats)";
     }
@@ -576,10 +782,20 @@ Result<Case> read_case(const std::string& dir) {
   for (const std::string& name : needed) {
     const TensorDesc& d = *c.problem.tensor(tensor_of(name));
     const std::vector<int64_t> want = dims_of(d);
-    if (name == "seq_len_q" || name == "seq_len_kv") {
+    if (is_json_input(name)) {
       HostArray a;
       a.shape = want;
-      for (const json& x : c.json.at(name)) a.data.push_back(static_cast<float>(x.get<int64_t>()));
+      const json& values = name == "offsets_q"     ? c.json.at("ragged_q").at("offsets")
+                           : name == "offsets_kv"  ? c.json.at("ragged_kv").at("offsets")
+                           : name == "block_table" ? c.json.at("paged_kv").at("block_table")
+                                                   : c.json.at(name);
+      for (const json& x : values) {
+        if (x.is_array()) {
+          for (const json& y : x) a.data.push_back(static_cast<float>(y.get<int64_t>()));
+        } else {
+          a.data.push_back(static_cast<float>(x.get<int64_t>()));
+        }
+      }
       c.inputs[name] = std::move(a);
       continue;
     }
@@ -607,10 +823,22 @@ Status write_case(const std::string& dir, const json& json_in, const ArrayMap& i
     return Status(Code::invalid_argument, dir + ": cannot create the folder: " + ec.message());
   json j = json_in;
   for (const auto& [name, array] : inputs) {
-    if (name == "seq_len_q" || name == "seq_len_kv") {
-      std::vector<int64_t> lens;
-      for (float x : array.data) lens.push_back(static_cast<int64_t>(x));
-      j[name] = lens;
+    if (is_json_input(name)) {
+      std::vector<int64_t> values;
+      for (float x : array.data) values.push_back(static_cast<int64_t>(x));
+      if (name == "offsets_q" || name == "offsets_kv") {
+        j[name == "offsets_q" ? "ragged_q" : "ragged_kv"]["offsets"] = values;
+      } else if (name == "block_table") {
+        const size_t width = array.shape.size() == 2 ? static_cast<size_t>(array.shape[1]) : 0;
+        json rows = json::array();
+        for (size_t r = 0; width > 0 && r < values.size() / width; ++r) {
+          rows.push_back(
+              std::vector<int64_t>(values.begin() + r * width, values.begin() + (r + 1) * width));
+        }
+        j["paged_kv"]["block_table"] = rows;
+      } else {
+        j[name] = values;
+      }
       continue;
     }
     if (Status st = write_npy((fs::path(dir) / (name + ".npy")).string(), array); !st) return st;

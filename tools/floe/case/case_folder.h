@@ -20,8 +20,10 @@ using ArrayMap = std::map<std::string, HostArray>;  // by case name: q k v bias 
 
 // problem.json <-> Problem. Errors name the key and the rule.
 Result<Problem> problem_from_json(const nlohmann::json& json);
-// The sequence lengths are values, not part of a Problem: problem_to_json takes them from
-// `inputs` ("seq_len_q", "seq_len_kv": shape [b], integers) when the problem declares them.
+// The sequence lengths, token offsets and block tables are values, not part of a Problem:
+// problem_to_json takes them from `inputs` ("seq_len_q", "seq_len_kv": [b]; "offsets_q",
+// "offsets_kv": [b + 1]; "block_table": [b, max_pages]; integers) when the problem declares
+// them, and writes them where DESIGN 4 puts them (ragged_q.offsets, paged_kv.block_table).
 // Fails for a problem problem.json cannot express (a tensor whose dtype or dims differ from
 // what the shape and dtype imply, a backward bias without dbias).
 Result<nlohmann::json> problem_to_json(const Problem& problem, const ArrayMap& inputs = {});
@@ -34,7 +36,8 @@ struct Case {
 };
 
 // The inputs the problem needs, by case name: q k v [bias] [sink] [seq_len_q] [seq_len_kv]
-// (the sequence lengths live in problem.json; read_case puts them here as arrays);
+// [offsets_q] [offsets_kv] [block_table] (the integer arrays live in problem.json; read_case
+// puts them here as arrays);
 // backward also o do stats.
 std::vector<std::string> input_names(const Problem& problem);
 // The outputs: forward o [stats]; backward dq dk dv [dbias] [dsink].
@@ -60,8 +63,9 @@ Status check_spans(const Problem& problem);
 Result<Case> read_case(const std::string& dir);
 // problem.json alone (inputs left empty): enough to plan and explain.
 Result<Case> read_case_problem(const std::string& dir);
-// Writes problem.json and the inputs; creates the folder. Inputs named seq_len_q/seq_len_kv
-// go into the json (replacing what it holds), every other input into NAME.npy.
+// Writes problem.json and the inputs; creates the folder. Inputs named seq_len_q/seq_len_kv,
+// offsets_q/offsets_kv and block_table go into the json (replacing what it holds), every other
+// input into NAME.npy.
 Status write_case(const std::string& dir, const nlohmann::json& json, const ArrayMap& inputs);
 // The same from a Problem (problem_to_json), for tests that write a reproducer.
 Status write_case(const std::string& dir, const Problem& problem, const ArrayMap& inputs);
