@@ -220,7 +220,7 @@ def _run(plan, ptrs, q: Tensor):
     ptrs = tuple(ptrs) + (0,) * (_N_TENSORS - len(ptrs))
     if q.is_cuda:
         index = q.get_device()
-        ws = _like(q, index, torch.uint8).new_empty(n) if n else None
+        ws = _like(index, torch.uint8).new_empty(n) if n else None
         if index != _current_device():
             with torch.cuda.device(index):
                 stream = torch.cuda.current_stream(index).cuda_stream
@@ -229,7 +229,7 @@ def _run(plan, ptrs, q: Tensor):
         plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, _current_stream(index))
     else:
         # The CPU allocator aligns to 64 bytes; floe wants 256.
-        ws = _like(q, -1, torch.uint8).new_empty(n + 256) if n else None
+        ws = _like(-1, torch.uint8).new_empty(n + 256) if n else None
         p = 0 if ws is None else (ws.data_ptr() + 255) & ~255
         plan.execute(ptrs, p, n, 0)
 
@@ -260,14 +260,16 @@ def _new_o(q: Tensor, v: Tensor) -> Tensor:
 # One tiny tensor per (device, dtype) that the per-call allocations are made from with
 # Tensor.new_empty*, which then parses no dtype argument (a workspace: 2.2 -> 1.8 us on the
 # H200's host, 2.4 -> 0.8 us on the CPU here). Real tensors only: a fake or meta q must not be
-# kept.
+# kept. index: the CUDA ordinal, -1 the CPU (made here, not from q: a tensor of another device
+# type must not become the template of a CUDA ordinal or of the CPU).
 _templates = {}
 
 
-def _like(q: Tensor, index: int, dtype) -> Tensor:
+def _like(index: int, dtype) -> Tensor:
     t = _templates.get((index, dtype))
     if t is None:
-        t = _templates[(index, dtype)] = q.new_empty((1,), dtype=dtype)
+        device = torch.device("cpu") if index < 0 else torch.device("cuda", index)
+        t = _templates[(index, dtype)] = torch.empty((1,), dtype=dtype, device=device)
     return t
 
 
@@ -277,7 +279,7 @@ def _new_lse(q: Tensor) -> Tensor:
 
 
 def _meta(t: Optional[Tensor]):
-    return None if t is None else (t.dtype, t.shape, t.stride(), t.get_device())
+    return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
 
 
 def _extras(bias, sink, seq_len_q, seq_len_kv):
@@ -289,9 +291,11 @@ def _extras(bias, sink, seq_len_q, seq_len_kv):
 def _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
                  deterministic, engine, o, stats=True):
     # o's strides only where the caller gives o: floe's own o and lse follow from q and v.
+    # Devices as torch.device (type and index; get_device() is -1 for the CPU and for meta, and
+    # the same ordinal for CUDA and other device types): a plan of one never serves another.
     return (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-            v.stride(), None if o is None else o.stride(), q.get_device(), k.get_device(),
-            v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
+            v.stride(), None if o is None else o.stride(), q.device, k.device,
+            v.device, _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
             left, right, deterministic, engine, stats)
 
 
@@ -305,7 +309,7 @@ def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap
         o = _new_o(q, v)
     if stats:
         b, h_q, s_q, _ = q.shape
-        lse = _like(q, q.get_device(), torch.float32).new_empty_strided(
+        lse = _like(q.get_device() if q.is_cuda else -1, torch.float32).new_empty_strided(
             (b, h_q, s_q), (h_q * s_q, s_q, 1))
     else:
         lse = None
@@ -389,8 +393,8 @@ def _backward_impl(d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, scal
     has_dbias = bias is not None and bias_grad
     d_o = _dense_d_o(d_o)
     key = (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-           v.stride(), _meta(o), _meta(d_o), _meta(lse), q.get_device(), k.get_device(),
-           v.get_device(), _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
+           v.stride(), _meta(o), _meta(d_o), _meta(lse), q.device, k.device,
+           v.device, _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
            left, right, deterministic, has_dbias, engine)
     dq, dk, dv, dbias, dsink = _backward_run(
         key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, has_dbias,
@@ -507,7 +511,7 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
     """_backward_impl for the eager path, where o and lse are the forward's own: the plan is
     keyed by the forward's key and d_o, and absent gradients are None, not empty tensors."""
     d_o = _dense_d_o(d_o)
-    key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.get_device(), bias_grad)
+    key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.device, bias_grad)
     return _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv,
                          bias_grad, options, engine)
 

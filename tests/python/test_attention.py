@@ -635,3 +635,19 @@ def test_forward_without_lse(device):
     assert torch.equal(o, o2)
     ref_o, _ = reference.attention(q, k, v, right=0)
     close(o, ref_o, TOL[torch.bfloat16], "o")
+
+
+def test_plans_and_allocations_keep_to_their_device():
+    # A refusal for a device floe does not serve (meta here: get_device() is -1 for it as for
+    # the CPU) is cached under that device, not the CPU's; and the per-call allocations come
+    # from one-element tensors kept per (CUDA ordinal or -1 for the CPU, dtype) that such a
+    # call must not leave on its device.
+    floe.clear_plan_cache()
+    q = torch.empty(1, 2, 8, 64, dtype=torch.bfloat16, device="meta")
+    with pytest.raises(floe.FloeError, match="tensor 'q' device"):
+        _ops._forward(q, q, q, None, None, None, None, None, None, 0, None, None, False, "auto")
+    floe.attention(*(rand(1, 2, 8, 64, requires_grad=False) for _ in range(3)), return_lse=True)
+    assert _ops._templates
+    for (index, dtype), t in _ops._templates.items():
+        want = torch.device("cpu") if index < 0 else torch.device("cuda", index)
+        assert t.device == want and t.dtype == dtype
