@@ -1,7 +1,7 @@
-// kernels/tile_scheduler.cuh on the host: each scheduler hands every CTA of its grid exactly one
-// tile, and the tile is the one the runtime division it replaced gave (tile fastest, then head,
-// then batch; the forward's heavy-last order reversed within a head). Grids from one CTA to
-// shapes whose grid nears 2^31, and random ones between.
+// kernels/tile_scheduler.cuh on the host: each scheduler (query, bias and key tiles) hands every
+// CTA of its grid exactly one tile, and the tile is the one the runtime division it replaced gave
+// (tile fastest, then head, then batch; the forward's heavy-last order reversed within a head).
+// Grids from one CTA to shapes whose grid nears 2^31, and random ones between.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@ namespace floe {
 namespace {
 
 using kernels::BiasTileScheduler;
+using kernels::KeyTileScheduler;
 using kernels::QueryTileScheduler;
 
 // Every linear index when the grid is small; else the edges and random ones.
@@ -149,6 +150,24 @@ TEST(TileScheduler, BiasTilesMatchTheDivisionTheyReplace) {
       rest /= n_tiles;
       ASSERT_EQ(t.h, rest % d.heads) << "linear " << i;
       ASSERT_EQ(t.b, rest / d.heads) << "linear " << i;
+    });
+  }
+}
+
+TEST(TileScheduler, KeyTilesMatchTheDivisionTheyReplace) {
+  std::mt19937_64 rng(17);
+  for (const Dims& d : shapes(rng)) {
+    const KeyTileScheduler::Params p = KeyTileScheduler::make(d.tiles, d.heads);
+    const int64_t grid = KeyTileScheduler::grid(p, d.batch);
+    ASSERT_EQ(grid, d.tiles * d.heads * d.batch);
+    EXPECT_EQ(KeyTileScheduler::workspace_bytes(p), 0u);
+    std::set<std::tuple<int, int, int>> seen;
+    for_indices(grid, rng, [&](uint32_t i) {
+      const kernels::KeyTile t = KeyTileScheduler::tile(p, i);
+      ASSERT_EQ(t.n_block, i % d.tiles) << "linear " << i;
+      ASSERT_EQ(t.h_kv, (i / d.tiles) % d.heads) << "linear " << i;
+      ASSERT_EQ(t.b, i / d.tiles / d.heads) << "linear " << i;
+      if (grid <= 4096) EXPECT_TRUE(seen.insert({t.n_block, t.h_kv, t.b}).second) << "linear " << i;
     });
   }
 }

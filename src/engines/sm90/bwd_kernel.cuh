@@ -3,7 +3,7 @@
 // head of its kv group that sees one of its keys, so GQA accumulates at h_kv.
 //
 // Warpgroup 0 produces: one thread loads K and V once, then for each visit Q with its LSE and dO
-// with its Delta (TMA, plus one bulk copy of the tile's 64 dense floats each) into a kStages ring,
+// with its Delta (TMA, plus one bulk copy of the tile's dense floats each) into a kStages ring,
 // each stage with a full barrier (transaction bytes) and an empty barrier (every consumer thread
 // arrives once the stage's products are done). Consumer warpgroups (64 keys each) run the five
 // products of bwd_traits.cuh per visit and store their share of dQ in shared memory; one thread
