@@ -77,25 +77,38 @@ struct QueryTileScheduler {
 // The list: QueryTileScheduler's order (tile fastest, so the tiles in flight at one time share
 // heads and their K and V in L2; with heavy_last_m a head's tiles last-first), or with lpt
 // longest first over all heads: the query tile is the slowest index, highest first, heads and
-// batches fastest. LPT only matters where later query tiles see more keys (heavy_last_m), and a
-// static LPT order balances only as well as a CTA's share of each weight is even; the one-tile-
-// per-CTA grid, whose CTAs the hardware hands out as SMs free up, is its yardstick.
+// batches fastest (optionally within sections of heads, one section after the other). LPT only
+// matters where later query tiles see more keys (heavy_last_m), and a static LPT order balances
+// only as well as a CTA's share of each weight is even; the one-tile- per-CTA grid, whose CTAs the
+// hardware hands out as SMs free up, is its yardstick.
 struct PersistentTileScheduler {
   struct Params {
     QueryTileScheduler::Params list;  // the decode without lpt (and the divisors by tiles, Hq)
-    FastDivisor heads_batches;        // by Hq * B: the lpt decode
-    uint32_t tiles = 0;               // query tiles of all heads and batches (below 2^31)
+    // The lpt decode: sections of `section` (head, batch) pairs (the last one `last` pairs),
+    // section_tiles = section * query tiles apart.
+    FastDivisor section_tiles, section, last;
+    uint32_t last_section = 0;
+    uint32_t tiles = 0;  // query tiles of all heads and batches (below 2^31)
     bool lpt = false;
     bool snake = false;  // every other pass over the list runs the CTAs in reverse
   };
+  // section_pairs (lpt only): (head, batch) pairs per section, <= 0 or more than there are: one
+  // section. Within a section the list runs longest first; the sections follow each other, so
+  // that the K and V read by the CTAs in flight are those of one section's heads (L2).
   static Params make(int64_t m_blocks, int64_t h_q, int64_t b, bool heavy_last_m, bool lpt,
-                     bool snake = false) {
+                     bool snake = false, int64_t section_pairs = 0) {
     Params p;
     p.lpt = lpt && heavy_last_m;
     p.snake = snake;
     p.list = QueryTileScheduler::make(m_blocks, h_q, heavy_last_m && !p.lpt);
-    p.heads_batches = divisor_of(h_q * b);
-    p.tiles = static_cast<uint32_t>(m_blocks * h_q * b);
+    const int64_t pairs = h_q * b;
+    const int64_t sec = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
+    const int64_t sections = (pairs + sec - 1) / sec;
+    p.section_tiles = divisor_of(sec * m_blocks);
+    p.section = divisor_of(sec);
+    p.last = divisor_of(pairs - (sections - 1) * sec);
+    p.last_section = static_cast<uint32_t>(sections - 1);
+    p.tiles = static_cast<uint32_t>(m_blocks * pairs);
     return p;
   }
   // CTAs of the grid: `ctas` (<= 0: one per tile), never more than the tiles.
@@ -115,8 +128,11 @@ struct PersistentTileScheduler {
   // The tile at position `linear` of the list (linear < tiles).
   FLOE_HD static QueryTile tile(const Params& p, uint32_t linear) {
     if (!p.lpt) return QueryTileScheduler::tile(p.list, linear);
-    const uint32_t from_top = p.heads_batches.div(linear);
-    const uint32_t hb = linear - from_top * p.heads_batches.d;
+    const uint32_t sec = p.section_tiles.div(linear);
+    const uint32_t in = linear - sec * p.section_tiles.d;
+    const FastDivisor pairs = sec == p.last_section ? p.last : p.section;
+    const uint32_t from_top = pairs.div(in);
+    const uint32_t hb = sec * p.section.d + (in - from_top * pairs.d);
     const uint32_t b = p.list.h_q.div(hb);
     QueryTile q;
     q.m_block = static_cast<int>(p.list.m_blocks.d - 1 - from_top);

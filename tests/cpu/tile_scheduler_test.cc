@@ -76,17 +76,18 @@ TEST(TileScheduler, QueryTilesMatchTheDivisionTheyReplace) {
 // The persistent scheduler: the CTAs of any grid together walk every tile exactly once (CTA c
 // takes positions c, c + grid, ..., or grid - 1 - c in odd passes with snake); without lpt the list
 // is QueryTileScheduler's; with lpt (only where heavy_last_m) the query tiles come highest first
-// over all heads and batches.
+// over all heads and batches, or within each section of heads, the sections in order.
 TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
   using kernels::PersistentTileScheduler;
   std::mt19937_64 rng(17);
   for (const Dims& d : shapes(rng)) {
     if (d.tiles * d.heads * d.batch > 20000) continue;
     for (bool heavy_last : {false, true}) {
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < 12; ++variant) {
         const bool lpt = variant & 1, snake = variant & 2;
-        const PersistentTileScheduler::Params p =
-            PersistentTileScheduler::make(d.tiles, d.heads, d.batch, heavy_last, lpt, snake);
+        const int64_t section = std::vector<int64_t>{0, 1, 3}[variant / 4];
+        const PersistentTileScheduler::Params p = PersistentTileScheduler::make(
+            d.tiles, d.heads, d.batch, heavy_last, lpt, snake, section);
         const int64_t n = d.tiles * d.heads * d.batch;
         ASSERT_EQ(int64_t{p.tiles}, n);
         EXPECT_EQ(PersistentTileScheduler::workspace_bytes(p), 0u);
@@ -118,11 +119,21 @@ TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
           }
           EXPECT_EQ(static_cast<int64_t>(seen.size()), n);
           if (lpt && heavy_last) {
+            // Longest first within each section of `section` (head, batch) pairs, the sections
+            // in order.
+            const int64_t pairs = d.heads * d.batch;
+            const int64_t sec = section > 0 && section < pairs ? section : pairs;
             int prev_m = INT32_MAX;
+            int64_t prev_section = 0;
             for (int64_t i = 0; i < n; ++i) {
-              const int m = PersistentTileScheduler::tile(p, static_cast<uint32_t>(i)).m_block;
-              ASSERT_LE(m, prev_m) << "linear " << i << ": not longest first";
-              prev_m = m;
+              const kernels::QueryTile t =
+                  PersistentTileScheduler::tile(p, static_cast<uint32_t>(i));
+              const int64_t s = (t.b * d.heads + t.h) / sec;
+              ASSERT_EQ(s, i / (sec * d.tiles)) << "linear " << i << ": section";
+              if (s != prev_section) prev_m = INT32_MAX;
+              ASSERT_LE(t.m_block, prev_m) << "linear " << i << ": not longest first";
+              prev_m = t.m_block;
+              prev_section = s;
             }
           }
         }

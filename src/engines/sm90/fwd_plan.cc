@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -22,7 +23,7 @@ namespace {
 // tile (the hardware hands them out as SMs free up), or one CTA per SM walking a static list
 // (persistent: one prologue per CTA, the next tile's loads under the previous epilogue), the
 // list in QueryTileScheduler's order or longest first (lpt).
-enum class FwdSchedule { grid, persistent, lpt, lpt_snake };
+enum class FwdSchedule { grid, persistent, lpt, lpt_snake, lpt_l2 };
 
 const char* to_string(FwdSchedule s) {
   switch (s) {
@@ -34,6 +35,8 @@ const char* to_string(FwdSchedule s) {
       return "persistent, longest first";
     case FwdSchedule::lpt_snake:
       return "persistent, longest first, snake";
+    case FwdSchedule::lpt_l2:
+      return "persistent, longest first in L2 sections, snake";
   }
   return "";
 }
@@ -50,9 +53,10 @@ struct FwdChoice {
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
 };
 
-// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) overrides the
-// choice, read at plan time: the A/B knob the default was measured with, and (with a small N, the
-// CTA count) a way to make the tests walk many tiles per CTA on small problems.
+// FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) | lptl2[:N]
+// (lpts in L2 sections; not measured yet) overrides the choice, read at plan time: the A/B knob the
+// default was measured with, and (with a small N, the CTA count) a way to make the tests walk many
+// tiles per CTA on small problems.
 //
 // Measured on the H200 (the sweep, bf16, 16k tokens; docs in README.md): persistent beats a CTA
 // per tile wherever the tiles weigh the same (d64 +5..15%, d128 +0..8%, d256 +0..3%, the short
@@ -73,6 +77,7 @@ void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
       c->schedule = FwdSchedule::persistent;
     if (len == 3 && std::strncmp(env, "lpt", 3) == 0) c->schedule = FwdSchedule::lpt;
     if (len == 4 && std::strncmp(env, "lpts", 4) == 0) c->schedule = FwdSchedule::lpt_snake;
+    if (len == 5 && std::strncmp(env, "lptl2", 5) == 0) c->schedule = FwdSchedule::lpt_l2;
     if (colon != nullptr && std::atoi(colon + 1) > 0) c->ctas = std::atoi(colon + 1);
   }
   if (c->schedule == FwdSchedule::grid) c->ctas = 0;
@@ -122,6 +127,15 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   return "";
 }
 
+// lpt_l2: (head, batch) pairs per section, so that a section's K and V fit in 32 MB of L2
+// (FlashAttention 3's figure for the H100's 50 MB): the CTAs in flight then read one section's K
+// and V, as a CTA per tile reads one head's. The q heads of one kv head share its K and V.
+int64_t l2_section_pairs(const Facts& f) {
+  const int64_t kv_bytes = f.s_kv * (f.d_qk + f.d_v) * 2;  // f16 / bf16, one kv head
+  const int64_t per_pair = std::max<int64_t>(1, kv_bytes / std::max<int64_t>(1, f.group));
+  return std::max<int64_t>(1, (int64_t{32} << 20) / per_pair);
+}
+
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
   p.o_strides = tensor_core::strides_of(f, TensorId::o);
@@ -134,10 +148,12 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
+  const bool lpt = c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake ||
+                   c.schedule == FwdSchedule::lpt_l2;
+  const bool snake = c.schedule == FwdSchedule::lpt_snake || c.schedule == FwdSchedule::lpt_l2;
   p.tiles = kernels::PersistentTileScheduler::make(
-      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f),
-      c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake,
-      c.schedule == FwdSchedule::lpt_snake);
+      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f), lpt, snake,
+      c.schedule == FwdSchedule::lpt_l2 ? l2_section_pairs(f) : 0);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
 }
