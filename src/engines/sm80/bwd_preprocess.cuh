@@ -6,12 +6,10 @@
 //   dq_accum    = 0 over the tile's rows, and the tile's dQ semaphore = 0 (deterministic).
 #pragma once
 
-#include <cmath>
-
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
-#include "kernels/math.cuh"
+#include "kernels/preprocess_rows.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -19,7 +17,6 @@ template <class T>
 __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename T::Element;
   constexpr int kThreads = 256;
-  constexpr int kLanesPerRow = 8;  // 8 lanes x 16 bytes = one 64-element slice of a row
   const int tid = static_cast<int>(threadIdx.x);
   const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
   const int m_block = tile.m_block, h = tile.h, b = tile.b;
@@ -27,38 +24,19 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   const int m0 = m_block * T::kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
-  const Element* o_bh = static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
-  const Element* do_bh =
-      static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h;
-  const int lane8 = tid % kLanesPerRow;
-  for (int r = tid / kLanesPerRow; r < T::kBlockM; r += kThreads / kLanesPerRow) {
-    const int i = m0 + r;
-    float sum = 0.f;
-    if (i < sq_b) {
-      for (int c = lane8 * 8; c < p.d_v; c += kLanesPerRow * 8) {
-        const uint4 ov = *reinterpret_cast<const uint4*>(o_bh + i * p.o_strides.s + c);
-        const uint4 dv = *reinterpret_cast<const uint4*>(do_bh + i * p.do_strides.s + c);
-        const Element* oe = reinterpret_cast<const Element*>(&ov);
-        const Element* de = reinterpret_cast<const Element*>(&dv);
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e)
-          sum = fmaf(static_cast<float>(oe[e]), static_cast<float>(de[e]), sum);
-      }
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-    if (lane8 == 0) {
-      p.delta[row0 + r] = sum;
-      float lse2 = INFINITY;
-      if (i < sq_b) {
-        const float lse =
-            p.stats[b * p.stats_strides.b + h * p.stats_strides.h + i * p.stats_strides.s];
-        if (lse != -INFINITY) lse2 = lse * kernels::kLog2e;
-      }
-      p.lse_log2[row0 + r] = lse2;
-    }
-  }
+  kernels::PreprocessRows rows;
+  rows.o = static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
+  rows.d_o = static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h;
+  rows.o_stride_s = p.o_strides.s;
+  rows.do_stride_s = p.do_strides.s;
+  rows.stats = p.stats + b * p.stats_strides.b + h * p.stats_strides.h;
+  rows.stats_stride_s = p.stats_strides.s;
+  rows.d = p.d_v;
+  rows.m0 = m0;
+  rows.rows = sq_b;
+  rows.delta = p.delta + row0;
+  rows.lse_log2 = p.lse_log2 + row0;
+  kernels::preprocess_rows<Element, T::kBlockM, kThreads>(rows, tid);
   // The tile's rows of the dQ accumulator: block_m x dq_ld floats, 16 bytes a thread.
   float4* acc = reinterpret_cast<float4*>(p.dq_accum + row0 * p.dq_ld);
   const int n4 = T::kBlockM * p.dq_ld / 4;
