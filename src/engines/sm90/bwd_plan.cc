@@ -33,18 +33,13 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
-  if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
-  if (f.has(TensorId::sink)) return "tensor 'sink': sm90's backward has no sink yet";
-  if (f.has_softcap) return "softcap: sm90's backward has no softcap yet";
+  if (std::string why = check_no_score_mods(f, "sm90's backward"); !why.empty()) return why;
   // dQ is summed over key tiles by bulk reduce-adds, whose order varies run to run.
   if (f.deterministic) {
     return "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order (sm80 "
            "serves the deterministic mode)";
   }
-  if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
-  if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
-    return "an empty dimension (b, h, s_q or s_kv = 0): sm90 needs non-empty tensors";
-  }
+  if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
   }
@@ -122,7 +117,7 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
   ws.add(kDeltaChunk, rows * sizeof(float));
 }
 
-class Sm90BackwardPlan final : public LaunchPlan {
+class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
                    const BwdGrids& grids)
@@ -164,22 +159,6 @@ class Sm90BackwardPlan final : public LaunchPlan {
     p.delta = ws.carve<float>(kDeltaChunk);
     return tensor_core::launch_status(
         "sm90", kernel_->name, kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
-  }
-
-  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
-    switch (id) {
-      case TensorId::q:
-      case TensorId::k:
-      case TensorId::v:
-      case TensorId::o:
-      case TensorId::d_o:
-      case TensorId::dq:
-      case TensorId::dk:
-      case TensorId::dv:
-        return 16;  // TMA's base alignment; 16-byte loads and stores
-      default:
-        return LaunchPlan::pointer_alignment(id, facts);
-    }
   }
 
   std::string describe() const override {

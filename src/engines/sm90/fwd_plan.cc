@@ -94,13 +94,8 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90 has tiles for d_qk = d_v = 64, 128 or 256 only";
   }
-  if (f.has(TensorId::bias)) return "tensor 'bias': sm90 has no bias yet";
-  if (f.has(TensorId::sink)) return "tensor 'sink': sm90 has no sink yet";
-  if (f.has_softcap) return "softcap: sm90 has no softcap yet";
-  if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
-  if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
-    return "an empty dimension (b, h, s_q or s_kv = 0): sm90 needs non-empty tensors";
-  }
+  if (std::string why = check_no_score_mods(f, "sm90"); !why.empty()) return why;
+  if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
   }
@@ -158,7 +153,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   return p;
 }
 
-class Sm90ForwardPlan final : public LaunchPlan {
+class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
                   FwdSchedule schedule, unsigned grid)
@@ -191,18 +186,6 @@ class Sm90ForwardPlan final : public LaunchPlan {
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     return tensor_core::launch_status(
         "sm90", kernel_->name, kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream)));
-  }
-
-  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
-    switch (id) {
-      case TensorId::q:
-      case TensorId::k:
-      case TensorId::v:
-      case TensorId::o:
-        return 16;  // TMA's base alignment; O's 4-byte stores
-      default:
-        return LaunchPlan::pointer_alignment(id, facts);
-    }
   }
 
   std::string describe() const override {

@@ -20,6 +20,21 @@ std::string check_target(const Target& target) {
   return "";
 }
 
+std::string check_no_score_mods(const Facts& f, const std::string& who) {
+  if (f.has(TensorId::bias)) return "tensor 'bias': " + who + " has no bias yet";
+  if (f.has(TensorId::sink)) return "tensor 'sink': " + who + " has no sink yet";
+  if (f.has_softcap) return "softcap: " + who + " has no softcap yet";
+  return "";
+}
+
+std::string check_scale_and_sizes(const Facts& f) {
+  if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
+  if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {
+    return "an empty dimension (b, h, s_q or s_kv = 0): sm90 needs non-empty tensors";
+  }
+  return "";
+}
+
 std::string check_tma_operand(const Facts& f, TensorId id) {
   const TensorDesc& d = f.t(id);
   if (d.strides[3] != 1) {

@@ -14,6 +14,12 @@ namespace floe::detail::sm90 {
 
 inline constexpr int64_t kInt32Max = INT32_MAX;
 
+// bias, sink and softcap, which `who` ("sm90", "sm90's backward") does not serve yet.
+std::string check_no_score_mods(const Facts& f, const std::string& who);
+
+// A positive scale and no empty dimension: what every sm90 kernel assumes.
+std::string check_scale_and_sizes(const Facts& f);
+
 std::string tensor_name(TensorId id);
 std::string check_target(const Target& target);
 // A unit innermost stride, outer strides positive multiples of 8 elements (16 bytes) below
