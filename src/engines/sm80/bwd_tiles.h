@@ -48,8 +48,8 @@ inline constexpr int kBwdTileCount = 8;
 // take 128 registers a thread). The wide tiles own 64 keys and visit 64 query rows at a time
 // (dK, dV and the dQ product then take 64 + 64 + 64 registers at d256).
 // The smaller tiles keep the atoms of the H200 tiles (d64m64 those of d64, the q1 tiles those of
-// d192x128 and d256) and change only the query rows a visit or the Q/dO buffers, as
-// FlashAttention 2 does on these parts (64 query rows at d64, one Q/dO buffer from d128 up).
+// d192x128 and d256) and change only the query rows a visit or the Q/dO buffers (FlashAttention
+// 2's backward traits have the same no-double-buffer option for such parts).
 inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
     /* d64         */ {64, 64, 128, 128, 8, 4, 4, 4, 2},   // 160 KB smem
     /* d128        */ {128, 128, 64, 128, 8, 2, 4, 2, 2},  // 160 KB
