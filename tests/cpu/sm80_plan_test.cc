@@ -490,6 +490,8 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsGetTheirOwnTiles) {
                                    "(backward tile d128q1, bf16, plain)\n";
     EXPECT_NE(verdicts(bwd128, target).find(want), std::string::npos) << verdicts(bwd128, target);
   }
+  // Jetson Orin (sm_87) has the A100's 163 KB: the A100's tiles.
+  EXPECT_EQ(Target::cuda_arch(87).smem_per_block_optin, 163u * 1024);
   // A100: the d256 backward runs the one-Q/dO-buffer tile (144 KB), not d256's 208 KB.
   const std::string a100 = verdicts(bwd256, Target::cuda_arch(80));
   EXPECT_NE(a100.find(built(bwd256, Target::cuda_arch(80))
