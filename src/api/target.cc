@@ -47,6 +47,9 @@ Target Target::cuda_arch(int arch) {
   } else if (arch == 80) {
     t.sm_count = 108;
     t.smem_per_block_optin = 163 * 1024;
+  } else if (arch == 87) {  // Jetson AGX Orin: the A100's shared memory
+    t.sm_count = 16;
+    t.smem_per_block_optin = 163 * 1024;
   } else {
     t.sm_count = 84;
     t.smem_per_block_optin = 99 * 1024;

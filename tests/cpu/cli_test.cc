@@ -245,6 +245,32 @@ TEST_F(CliTest, ExplainRoutesByArchitectureWithoutAGpu) {
   EXPECT_NE(floe("explain --arch sm_80 --device cpu " + c).code, 0);  // one or the other
 }
 
+// sm80's tile follows the part's shared memory per block: explain names it in the plan line, or
+// in the reason when the ci kernel set lacks it (docs/support-matrix.md, "sm80's tiles by part").
+TEST_F(CliTest, ExplainNamesSm80sTileForEachPartClass) {
+  struct Want {
+    int d;
+    const char* arch;
+    const char* tile;  // as the plan line or sm80's reason names it
+  };
+  const std::vector<Want> wants = {{128, "sm_80", "tile d128,"},   {128, "sm_86", "tile d128q1,"},
+                                   {128, "sm_89", "tile d128q1,"}, {256, "sm_80", "tile d256q1,"},
+                                   {64, "sm_86", "tile d64m64,"},  {256, "sm_86", "tile d256m32,"}};
+  for (const Want& w : wants) {
+    const std::string c = good_case("bwd" + std::to_string(w.d) + w.arch,
+                                    Problem::backward({1, 2, 2, 64, 64, w.d, w.d}, DType::bf16));
+    const Ran r = floe(std::string("explain --arch ") + w.arch + " " + c);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find(w.tile), std::string::npos) << w.arch << " d" << w.d << "\n" << r.out;
+  }
+  // floe run --smem-limit-kb: a positive number of KB.
+  const std::string c = good_case("limit", small());
+  EXPECT_EQ(floe("run --device cpu --smem-limit-kb 99 " + c).code, 0);
+  const Ran bad = floe("run --device cpu --smem-limit-kb -4 " + c);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--smem-limit-kb"), std::string::npos) << bad.out;
+}
+
 TEST_F(CliTest, ExplainNamesAnInvalidCase) {
   const std::string c = good_case("invalid", Problem::forward({1, 3, 2, 4, 4, 8, 8}, DType::bf16));
   const Ran r = floe("explain --device cpu " + c);

@@ -33,6 +33,7 @@ enum class Verdict { pass, fail, declined };
 struct Outcome {
   Verdict verdict = Verdict::pass;
   std::string engine;   // the engine that ran it on the GPU
+  std::string kernel;   // its kernel, as explain names it (empty: the engine names none)
   std::string message;  // why it failed or was declined
   std::vector<std::string> features;
 };
@@ -42,6 +43,7 @@ struct Tally {
   std::mutex mu;
   int passed = 0, failed = 0, declined = 0;
   std::map<std::string, int> engines;
+  std::map<std::string, int> kernels;  // which tiles ran (FLOE_SMEM_LIMIT_KB picks others)
   std::map<std::string, std::pair<int, int>> features;  // name -> (cases, failures)
   std::map<std::string, int> decline_reasons;
   std::vector<std::string> failures;  // the first few messages, each with its command
@@ -60,6 +62,7 @@ struct Tally {
         break;
     }
     if (o.verdict != Verdict::declined) ++engines[o.engine.empty() ? "?" : o.engine];
+    if (o.verdict != Verdict::declined && !o.kernel.empty()) ++kernels[o.kernel];
     if (o.verdict == Verdict::declined) ++decline_reasons[o.message];
     for (const std::string& f : o.features) {
       ++features[f].first;
@@ -100,6 +103,7 @@ Outcome run_one(int index, uint64_t seed, Direction dir, const GeneratorLimits& 
     return out;
   }
   out.engine = run->engine;
+  out.kernel = run->kernel;
   Result<tool::ArrayMap> ref = run_reference(c);
   if (!ref) {
     out.verdict = Verdict::fail;
@@ -156,6 +160,11 @@ void run_battery(Direction dir, int count) {
   if (s.smem_limit_kb > 0) {
     report += std::string("[battery] ") + op + ": planned for " + std::to_string(s.smem_limit_kb) +
               " KB of shared memory per block (FLOE_SMEM_LIMIT_KB)\n";
+  }
+  if (!tally.kernels.empty()) {
+    report += std::string("[battery] ") + op + " kernels:";
+    for (const auto& [k, n] : tally.kernels) report += " " + k + " " + std::to_string(n) + ",";
+    report.back() = '\n';
   }
   report += std::string("[battery] ") + op + " cases per feature (failures):\n";
   for (const auto& [f, n] : tally.features) {

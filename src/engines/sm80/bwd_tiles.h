@@ -29,8 +29,7 @@ struct BwdTileShape {
 
 // The compiled backward tiles: one per head-dim class for the H200 and H100 (227 KB of shared
 // memory per block), then the smaller ones of the parts with less: d256q1 for the A100's 163 KB,
-// and d64m64, d128q1, d192x128q1 for the 99 KB of sm_86/sm_89. The d256 class has no tile that
-// fits 99 KB (K and V of 64 keys alone take 64 KB; see README.md).
+// and d64m64, d128q1, d192x128q1, d256m32 for the 99 KB of sm_86/sm_89.
 enum class BwdTile : int {
   d64 = 0,
   d128 = 1,
@@ -40,16 +39,17 @@ enum class BwdTile : int {
   d128_q1 = 5,
   d192_128_q1 = 6,
   d256_q1 = 7,
+  d256_m32 = 8,
 };
-inline constexpr int kBwdTileCount = 8;
+inline constexpr int kBwdTileCount = 9;
 
 // FlashAttention-2's shapes for these head dims (8 warps; 128 keys a CTA so each dK/dV row
 // block amortises the Q/dO traffic; 64 query rows at d128, where the dK and dV accumulators
 // take 128 registers a thread). The wide tiles own 64 keys and visit 64 query rows at a time
 // (dK, dV and the dQ product then take 64 + 64 + 64 registers at d256).
 // The smaller tiles keep the atoms of the H200 tiles (d64m64 those of d64, the q1 tiles those of
-// d192x128 and d256) and change only the query rows a visit or the Q/dO buffers, as
-// FlashAttention 2 does on these parts (64 query rows at d64, one Q/dO buffer from d128 up).
+// d192x128 and d256) and change only the query rows a visit or the Q/dO buffers (FlashAttention
+// 2's backward traits have the same no-double-buffer option for such parts).
 inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
     /* d64         */ {64, 64, 128, 128, 8, 4, 4, 4, 2},   // 160 KB smem
     /* d128        */ {128, 128, 64, 128, 8, 2, 4, 2, 2},  // 160 KB
@@ -59,6 +59,9 @@ inline constexpr BwdTileShape kBwdTiles[kBwdTileCount] = {
     /* d128_q1     */ {128, 128, 64, 64, 8, 4, 2, 2, 1},   //  80 KB: sm_86 / sm_89
     /* d192_128_q1 */ {192, 128, 64, 64, 8, 4, 2, 2, 1},   //  96 KB: sm_86 / sm_89
     /* d256_q1     */ {256, 256, 64, 64, 8, 4, 2, 2, 1},   // 144 KB: A100 class
+    // 99 KB: K and V of 64 keys take 64 KB, and 8 warps need 32 x 64 (query, key) a step, so
+    // 32 keys and 4 warps (dK and dV take 128 registers a thread), 32 query rows, one buffer.
+    /* d256_m32    */ {256, 256, 32, 32, 4, 2, 2, 2, 1},  //  68 KB: sm_86 / sm_89
 };
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
@@ -66,7 +69,7 @@ inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
 }
 
 inline constexpr const char* kBwdTileNames[kBwdTileCount] = {
-    "d64", "d128", "d192x128", "d256", "d64m64", "d128q1", "d192x128q1", "d256q1"};
+    "d64", "d128", "d192x128", "d256", "d64m64", "d128q1", "d192x128q1", "d256q1", "d256m32"};
 inline constexpr const char* bwd_tile_name(BwdTile t) {
   return kBwdTileNames[static_cast<int>(t)];
 }
@@ -89,14 +92,16 @@ inline constexpr const char* kBwdKernelNames[kBwdTileCount][4] = {
     {"sm80_bwd_d192x128q1_f16_plain", "sm80_bwd_d192x128q1_f16_scoremod",
      "sm80_bwd_d192x128q1_bf16_plain", "sm80_bwd_d192x128q1_bf16_scoremod"},
     {"sm80_bwd_d256q1_f16_plain", "sm80_bwd_d256q1_f16_scoremod", "sm80_bwd_d256q1_bf16_plain",
-     "sm80_bwd_d256q1_bf16_scoremod"}};
+     "sm80_bwd_d256q1_bf16_scoremod"},
+    {"sm80_bwd_d256m32_f16_plain", "sm80_bwd_d256m32_f16_scoremod", "sm80_bwd_d256m32_bf16_plain",
+     "sm80_bwd_d256m32_bf16_scoremod"}};
 
 // The tiles of each head-dim class, preferred first.
 inline constexpr BwdTile kBwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {
-    {BwdTile::d64, BwdTile::d64_m64},
-    {BwdTile::d128, BwdTile::d128_q1},
-    {BwdTile::d192_128, BwdTile::d192_128_q1},
-    {BwdTile::d256, BwdTile::d256_q1}};
+    {BwdTile::d64, BwdTile::d64_m64, BwdTile::d64_m64},
+    {BwdTile::d128, BwdTile::d128_q1, BwdTile::d128_q1},
+    {BwdTile::d192_128, BwdTile::d192_128_q1, BwdTile::d192_128_q1},
+    {BwdTile::d256, BwdTile::d256_q1, BwdTile::d256_m32}};
 
 // The tile of class `dims` for a part with `smem_limit` bytes of shared memory per block.
 inline constexpr BwdTile bwd_tile_for(HeadDimTile dims, size_t smem_limit) {

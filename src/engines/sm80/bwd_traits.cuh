@@ -26,8 +26,8 @@ struct BwdTraitsT {
   static constexpr int kThreads = kWarps_ * 32;
   static constexpr int kQStages = kQStages_;
 
-  static_assert(kDqk % 64 == 0 && kDv % 64 == 0 && kBlockM % 64 == 0 && kBlockN % 64 == 0,
-                "every tile is whole 128-byte swizzled rows");
+  static_assert(kDqk % 64 == 0 && kDv % 64 == 0 && kBlockM % 32 == 0 && kBlockN % 32 == 0,
+                "head dims are whole 128-byte swizzled rows; P and dS rows 64 or 128 bytes");
   static_assert(kQStages == 1 || kQStages == 2, "one or two Q/dO buffers");
 
   using MmaOp =
@@ -75,7 +75,15 @@ struct BwdTraitsT {
   using SmemLayoutK = SmemLayout<kBlockN, kDqk>;
   using SmemLayoutKt = Transposed<SmemLayoutK, kBlockN, kDqk>;
   using SmemLayoutV = SmemLayout<kBlockN, kDv>;
-  using SmemLayoutP = SmemLayout<kBlockM, kBlockN>;  // also dS
+  // P and dS rows are block_n elements: 32-key tiles take the 64-byte-row form of the swizzle
+  // (conflict-free ldmatrix on 64-byte rows).
+  using SmemAtomP = std::conditional_t<
+      kBlockN % 64 == 0, SmemAtom,
+      decltype(cute::composition(
+          cute::Swizzle<2, 3, 3>{},
+          cute::Layout<cute::Shape<cute::_8, cute::_32>, cute::Stride<cute::_32, cute::_1>>{}))>;
+  using SmemLayoutP = decltype(cute::tile_to_shape(
+      SmemAtomP{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>>{}));  // also dS
   using SmemLayoutPt = Transposed<SmemLayoutP, kBlockM, kBlockN>;
 
   using SmemLoadAtom = typename Copies::SmemLoadAtom;

@@ -69,10 +69,10 @@ inline constexpr const char* kFwdKernelNames[kFwdTileCount][4] = {
 
 // The tiles of each head-dim class, preferred first.
 inline constexpr FwdTile kFwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {
-    {FwdTile::d64, FwdTile::d64},
-    {FwdTile::d128, FwdTile::d128},
-    {FwdTile::d192_128, FwdTile::d192_128},
-    {FwdTile::d256, FwdTile::d256_m64}};
+    {FwdTile::d64, FwdTile::d64, FwdTile::d64},
+    {FwdTile::d128, FwdTile::d128, FwdTile::d128},
+    {FwdTile::d192_128, FwdTile::d192_128, FwdTile::d192_128},
+    {FwdTile::d256, FwdTile::d256_m64, FwdTile::d256_m64}};
 
 // The tile of class `dims` for a part with `smem_limit` bytes of shared memory per block.
 inline constexpr FwdTile fwd_tile_for(HeadDimTile dims, size_t smem_limit) {

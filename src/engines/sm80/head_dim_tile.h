@@ -34,9 +34,9 @@ inline constexpr HeadDimTile head_dim_tile_for(long long d_qk, long long d_v) {
   return HeadDimTile::d256;
 }
 
-// Per class, a direction's tiles, preferred (fastest on the H200) first; a class with one tile
-// repeats it.
-inline constexpr int kTilesPerClass = 2;
+// Per class, a direction's tiles, preferred (fastest on the H200) first, smallest last; a class
+// with fewer tiles repeats its last.
+inline constexpr int kTilesPerClass = 3;
 
 // The first of `tiles` whose shared memory fits `smem_limit` bytes (a Target's
 // smem_per_block_optin); the smallest, the last, when none does (the planner then declines,

@@ -304,6 +304,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--seed", opt->settings.seed, "random inputs' seed")->capture_default_str();
+  cmd->add_option("--smem-limit-kb", opt->settings.smem_limit_kb,
+                  "plan as if the device allowed at most this much shared memory per block (KB): "
+                  "times the tiles of a smaller part (sm_86/sm_89: 99, A100: 163)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--host-calls", opt->host_calls, "execute() calls timed on the host")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

@@ -405,6 +405,10 @@ Result<std::unique_ptr<BenchRunner>> BenchRunner::create(const BenchSettings& se
   }
   Result<Target> target = Target::cuda();
   if (!target) return target.status();
+  if (settings.smem_limit_kb > 0) {
+    target->smem_per_block_optin =
+        std::min(target->smem_per_block_optin, static_cast<size_t>(settings.smem_limit_kb) * 1024);
+  }
   std::unique_ptr<BenchRunner> r(new BenchRunner());
   r->impl_ = std::make_unique<Impl>();
   r->impl_->settings = settings;
@@ -421,6 +425,11 @@ Result<std::unique_ptr<BenchRunner>> BenchRunner::create(const BenchSettings& se
     return st;
   }
   r->device_.name = prop.name;
+  if (settings.smem_limit_kb > 0) {
+    // The records must not pass for the device's own tiles.
+    r->device_.name += " (planned for " + std::to_string(settings.smem_limit_kb) +
+                       " KB of shared memory per block)";
+  }
   r->device_.arch = target->arch;
   r->device_.sm_count = target->sm_count;
   cudaRuntimeGetVersion(&r->device_.runtime_version);

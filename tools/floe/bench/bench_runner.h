@@ -25,6 +25,9 @@ struct BenchSettings {
   // short. Fast engines always get `calls`.
   double budget_ms = 1000;
   uint64_t seed = 2024;
+  // > 0: planned as if the device allowed at most this many KB of shared memory per block (the
+  // tiles of a smaller part, timed on this one).
+  int smem_limit_kb = 0;
 };
 
 inline constexpr int kMinCalls = 5;

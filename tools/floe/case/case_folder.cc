@@ -930,6 +930,14 @@ Result<RunResult> run_case(const Case& c, const std::string& engine, Memory memo
 
   RunResult result;
   result.engine = plan->engine();
+  {
+    const std::string explained = plan->explain();
+    const size_t at = explained.find("\nplan: ");
+    if (at != std::string::npos) {
+      const size_t begin = at + 7;
+      result.kernel = explained.substr(begin, explained.find_first_of(":\n", begin) - begin);
+    }
+  }
   result.workspace_bytes = ws_bytes;
   const Arguments args = buffers->arguments();
   if (memory == Memory::device) {

@@ -72,6 +72,8 @@ Status write_case(const std::string& dir, const Problem& problem, const ArrayMap
 
 struct RunResult {
   std::string engine;
+  std::string kernel;  // the kernel explain names in its plan line (sm80_bwd_d128_bf16_plain),
+                       // empty where the engine names none
   size_t workspace_bytes = 0;
   double milliseconds = 0;  // one execute, device-synchronised
   ArrayMap outputs;         // by case name
