@@ -109,6 +109,38 @@ TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
       << plan->explain();
 }
 
+// The schedule knob (an A/B switch read at plan time) refuses what it does not know, by name,
+// rather than measuring the default under another name.
+TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
+  const char* old = std::getenv("FLOE_SM90_FWD_SCHEDULE");
+  const std::string saved = old != nullptr ? old : "";
+  const Problem p = Problem::forward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16);
+  if (!built(p)) GTEST_SKIP() << "sm90 d128 bf16 not built";
+  for (const char* bad : {"bogus", "persistent:0", "lpt:x", "gridx"}) {
+    SCOPED_TRACE(bad);
+    setenv("FLOE_SM90_FWD_SCHEDULE", bad, 1);
+    auto plan = Plan::build(p, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_NE(v->reason.find(std::string("FLOE_SM90_FWD_SCHEDULE=") + bad), std::string::npos)
+        << v->reason;
+  }
+  for (const char* good : {"grid", "persistent:3", "lpts"}) {
+    SCOPED_TRACE(good);
+    setenv("FLOE_SM90_FWD_SCHEDULE", good, 1);
+    auto plan = Plan::build(p, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->engine(), "sm90") << plan->explain();
+  }
+  if (old != nullptr) {
+    setenv("FLOE_SM90_FWD_SCHEDULE", saved.c_str(), 1);
+  } else {
+    unsetenv("FLOE_SM90_FWD_SCHEDULE");
+  }
+}
+
 TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   const auto* k = detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16);
   ASSERT_NE(k, nullptr);

@@ -64,23 +64,41 @@ struct FwdChoice {
 // not at d128 and d256 (-4% at d128 S 2k, -10% at d256 S 1k, -5% at d256 S 16k): their K and V
 // streams need L2 reuse between the CTAs of a head, which a list with all heads in each pass
 // spreads over every head; the hardware's CTA order keeps them.
-void choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
+// A value the knob does not know makes sm90 decline, naming it: a typo must not measure the
+// default schedule while claiming another.
+std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
   c->schedule = !heavy_last_m(f)          ? FwdSchedule::persistent
                 : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
                                           : FwdSchedule::grid;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
-  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr) {
-    const char* colon = std::strchr(env, ':');
-    const size_t len = colon != nullptr ? static_cast<size_t>(colon - env) : std::strlen(env);
-    if (len == 4 && std::strncmp(env, "grid", 4) == 0) c->schedule = FwdSchedule::grid;
-    if (len == 10 && std::strncmp(env, "persistent", 10) == 0)
-      c->schedule = FwdSchedule::persistent;
-    if (len == 3 && std::strncmp(env, "lpt", 3) == 0) c->schedule = FwdSchedule::lpt;
-    if (len == 4 && std::strncmp(env, "lpts", 4) == 0) c->schedule = FwdSchedule::lpt_snake;
-    if (len == 5 && std::strncmp(env, "lptl2", 5) == 0) c->schedule = FwdSchedule::lpt_l2;
-    if (colon != nullptr && std::atoi(colon + 1) > 0) c->ctas = std::atoi(colon + 1);
+  if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
+    const std::string value(env);
+    const size_t colon = value.find(':');
+    const std::string name = value.substr(0, colon);
+    static const struct {
+      const char* name;
+      FwdSchedule schedule;
+    } kNames[] = {{"grid", FwdSchedule::grid},
+                  {"persistent", FwdSchedule::persistent},
+                  {"lpt", FwdSchedule::lpt},
+                  {"lpts", FwdSchedule::lpt_snake},
+                  {"lptl2", FwdSchedule::lpt_l2}};
+    bool known = false;
+    for (const auto& n : kNames) {
+      if (name == n.name) {
+        c->schedule = n.schedule;
+        known = true;
+      }
+    }
+    const int ctas = colon == std::string::npos ? 0 : std::atoi(value.c_str() + colon + 1);
+    if (!known || (colon != std::string::npos && ctas <= 0)) {
+      return "FLOE_SM90_FWD_SCHEDULE=" + value +
+             ": must be grid, persistent, lpt, lpts or lptl2, optionally :N with N > 0 CTAs";
+    }
+    if (ctas > 0) c->ctas = ctas;
   }
   if (c->schedule == FwdSchedule::grid) c->ctas = 0;
+  return "";
 }
 
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
@@ -117,7 +135,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
            " KB of shared memory per block; the device allows " +
            std::to_string(target.smem_per_block_optin / 1024) + " KB";
   }
-  choose_schedule(f, target, &c);
+  if (std::string why = choose_schedule(f, target, &c); !why.empty()) return why;
   if (out != nullptr) *out = c;
   return "";
 }
