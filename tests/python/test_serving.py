@@ -369,3 +369,80 @@ def test_refusals_name_the_tensor_field_and_rule():
         floe.attention_paged(pq, k_cache, v_cache[:, :2], table, sl, max_seqlen_kv=12)
     with pytest.raises(floe.FloeError, match="sm90: declined"):
         floe.attention_paged(pq, k_cache, v_cache, table, sl, max_seqlen_kv=12, engine="sm90")
+
+
+def test_varlen_backward_opcheck():
+    q, k, v, off_q, off_kv, sl_q, sl_kv, len_q, len_kv = padded_problem()
+    sink = torch.randn(q.shape[1])
+    o, lse = torch.ops.floe.varlen_fwd(q, k, v, off_q, off_kv, sink, sl_q, sl_kv, 10, 12, None,
+                                       None, 1, None, 0, "reference")
+    args = (rand(*o.shape), q, k, v, o, lse, off_q, off_kv, sink, sl_q, sl_kv, 10, 12, None,
+            None, 1, None, 0, "reference")
+    torch.library.opcheck(torch.ops.floe.varlen_bwd.default, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU (engine "auto": generic serves these; sm80 and sm90 decline them for now), against
+# the reference engine on the CPU. Skipped without CUDA; the GPU check runs them.
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@needs_cuda
+def test_varlen_on_the_gpu_matches_the_reference_engine():
+    q, k, v, off_q, off_kv, sl_q, sl_kv, _, _ = padded_problem()
+    sink = torch.randn(q.shape[1])
+    kw = dict(max_seqlen_q=10, max_seqlen_kv=12, causal="bottom_right")
+
+    def run(device):
+        ts = [t.detach().to(device).requires_grad_(t.is_floating_point())
+              for t in (q, k, v, off_q, off_kv, sl_q, sl_kv, sink)]
+        o, lse = floe.attention_varlen(*ts[:5], seq_len_q=ts[5], seq_len_kv=ts[6], sink=ts[7],
+                                       return_lse=True, **kw)
+        d_o = torch.ones_like(o)
+        grads = torch.autograd.grad(o, (ts[0], ts[1], ts[2], ts[7]), d_o)
+        end = off_q[-1]  # rows past the last slot are not written (DESIGN 2.1)
+        return [t.detach().cpu() for t in (o[:end], lse[:end]) + grads]
+
+    want = run("cpu")
+    got = run("cuda")
+    for name, g, w in zip(("o", "lse", "dq", "dk", "dv", "dsink"), got, want):
+        if name == "lse":
+            close_lse(g, w.double(), name)
+        else:
+            close(g, w, GRAD_TOL if name[0] == "d" else TOL, name)
+
+
+@needs_cuda
+def test_paged_on_the_gpu_matches_the_reference_engine():
+    len_kv = [1, 37, 16, 0, 21]
+    k_cache, v_cache, table, _ = paged_cache(len_kv, 16, 2, 64, strided=True)
+    q = rand(len(len_kv), 2, 8, 64)
+    sl = torch.tensor(len_kv, dtype=torch.int32)
+    args = (q, k_cache, v_cache, table, sl)
+    kw = dict(max_seqlen_kv=40, causal="bottom_right", return_lse=True)
+    want_o, want_lse = floe.attention_paged(*args, **kw)
+    got_o, got_lse = floe.attention_paged(*(t.cuda() for t in args), **kw)
+    close(got_o.cpu(), want_o, TOL, "o")
+    close_lse(got_lse.cpu(), want_lse.double(), "lse")
+
+
+@needs_cuda
+def test_paged_decode_graph_replay_over_length_vectors_is_bitwise():
+    # One plan, one captured graph, many length vectors (DESIGN 2.1/2.2: nothing read back).
+    k_cache, v_cache, table, _ = paged_cache([50, 50, 50], 16, 2, 64)  # pages for 50 keys each
+    k_cache, v_cache, table = k_cache.cuda(), v_cache.cuda(), table.cuda()
+    q = rand(3, 1, 4, 64).cuda()
+    sl = torch.tensor([30, 7, 50], dtype=torch.int32, device="cuda")
+    kw = dict(max_seqlen_kv=64, causal="bottom_right")
+    floe.attention_paged(q, k_cache, v_cache, table, sl, **kw)  # plan built outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = floe.attention_paged(q, k_cache, v_cache, table, sl, **kw)
+    for lens in ([30, 7, 50], [1, 48, 2], [0, 16, 17]):
+        sl.copy_(torch.tensor(lens, dtype=torch.int32))
+        graph.replay()
+        direct = floe.attention_paged(q, k_cache, v_cache, table, sl, **kw)
+        torch.cuda.synchronize()
+        assert torch.equal(o, direct), f"lengths {lens}"
