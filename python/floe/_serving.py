@@ -9,6 +9,7 @@ on the device and are never read back, so one plan (and one captured graph) serv
 vector inside the envelope.
 """
 
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -28,10 +29,13 @@ _NAMES = _floe.TENSOR_NAMES
 def _envelope(value, name: str) -> int:
     # A device tensor here would mean a device-to-host read per call and a plan per length
     # vector: exactly what the envelope exists to avoid.
-    if isinstance(value, Tensor) or isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"floe: {name} must be a host int (the plan's envelope), not "
-                        f"{type(value).__name__}")
-    return value
+    if not isinstance(value, (Tensor, bool)):
+        try:
+            return operator.index(value)  # Python and numpy integers
+        except TypeError:
+            pass
+    raise TypeError(f"floe: {name} must be a host int (the plan's envelope), not "
+                    f"{type(value).__name__}")
 
 
 def _rank(t: Tensor, name: str, rank: int, layout: str):

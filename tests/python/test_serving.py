@@ -345,6 +345,8 @@ def test_refusals_name_the_tensor_field_and_rule():
     # The envelope is a host value: a device tensor there would be read back on every call.
     with pytest.raises(TypeError, match="max_seqlen_q must be a host int"):
         floe.attention_varlen(q, k, v, off, off, max_seqlen_q=torch.tensor(6), max_seqlen_kv=6)
+    with pytest.raises(TypeError, match="max_seqlen_kv must be a host int"):
+        floe.attention_varlen(q, k, v, off, off, max_seqlen_q=6, max_seqlen_kv=6.0)
     # floe's own validation, through the extension.
     with pytest.raises(floe.FloeError, match="s_q"):
         floe.attention_varlen(q, k, v, off, off, max_seqlen_q=0, max_seqlen_kv=6)
