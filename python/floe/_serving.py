@@ -18,8 +18,8 @@ from torch import Tensor
 from . import _floe
 from ._floe import FloeError
 from ._ops import (_BLOCK_TABLE, _DK, _DO, _DQ, _DSINK, _DV, _K, _N_TENSORS, _O, _OFFKV, _OFFQ,
-                   _Q, _SINK, _SKVL, _SQL, _STATS, _V, _cache, _code, _dense_d_o, _mask, _meta,
-                   _run)
+                   _Q, _SINK, _SKVL, _SQL, _STATS, _V, _cache, _code, _dense_d_o, _eager, _mask,
+                   _meta, _run)
 
 # floe::DType codes of the offsets (include/floe/tensor.h: i32 3, i64 4).
 _OFFSETS_CODE = {torch.int32: 3, torch.int64: 4}
@@ -255,10 +255,17 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, offsets_q: Tensor, offsets
     max_q = _envelope(max_seqlen_q, "max_seqlen_q")
     max_kv = _envelope(max_seqlen_kv, "max_seqlen_kv")
     a, left, right = _mask(causal, window, align)
-    o, lse = torch.ops.floe.varlen_fwd(
-        q, k, v, offsets_q, offsets_kv, sink, seq_len_q, seq_len_kv, max_q, max_kv,
-        None if scale is None else float(scale), None if softcap is None else float(softcap),
-        a, left, right, engine)
+    options = (None if scale is None else float(scale),
+               None if softcap is None else float(softcap), a, left, right)
+    if _eager(q) and not (torch.is_grad_enabled() and (
+            q.requires_grad or k.requires_grad or v.requires_grad
+            or (sink is not None and sink.requires_grad))):
+        # No gradient and no tracing: the dispatcher's round trip is host time for nothing.
+        o, lse = _varlen_forward(q, k, v, offsets_q, offsets_kv, sink, seq_len_q, seq_len_kv,
+                                 max_q, max_kv, options, engine)
+    else:
+        o, lse = torch.ops.floe.varlen_fwd(q, k, v, offsets_q, offsets_kv, sink, seq_len_q,
+                                           seq_len_kv, max_q, max_kv, *options, engine)
     return (o, lse) if return_lse else o
 
 
@@ -365,8 +372,17 @@ def attention_paged(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Te
     max_kv = _envelope(max_seqlen_kv, "max_seqlen_kv")
     max_q = None if max_seqlen_q is None else _envelope(max_seqlen_q, "max_seqlen_q")
     a, left, right = _mask(causal, window, align)
-    o, lse = torch.ops.floe.paged_fwd(
-        q, k_cache, v_cache, block_table, seq_len_kv, offsets_q, sink, seq_len_q, max_q, max_kv,
-        None if scale is None else float(scale), None if softcap is None else float(softcap),
-        a, left, right, engine)
+    options = (None if scale is None else float(scale),
+               None if softcap is None else float(softcap), a, left, right)
+    # A decode step: no dispatcher round trip (host time per call). With inputs that need a
+    # gradient the op runs, so that a backward says it is not defined instead of giving none.
+    if _eager(q) and not (torch.is_grad_enabled() and (
+            q.requires_grad or k_cache.requires_grad or v_cache.requires_grad
+            or (sink is not None and sink.requires_grad))):
+        o, lse = _paged_forward(q, k_cache, v_cache, block_table, seq_len_kv, offsets_q, sink,
+                                seq_len_q, max_q, max_kv, options, engine)
+    else:
+        o, lse = torch.ops.floe.paged_fwd(q, k_cache, v_cache, block_table, seq_len_kv,
+                                          offsets_q, sink, seq_len_q, max_q, max_kv, *options,
+                                          engine)
     return (o, lse) if return_lse else o

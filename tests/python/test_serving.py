@@ -306,6 +306,16 @@ def test_paged_with_ragged_queries():
         close_lse(lse[rows], ref_lse[0].t(), f"lse of batch {i}")
 
 
+def test_paged_backward_is_refused_not_silent():
+    k_cache, v_cache, table, _ = paged_cache([5, 11], 4, 2, 16)
+    q = rand(2, 1, 2, 16).requires_grad_()
+    o = floe.attention_paged(q, k_cache, v_cache, table, torch.tensor([5, 11]).int(),
+                             max_seqlen_kv=12)
+    assert o.requires_grad
+    with pytest.raises(RuntimeError, match="(?i)autograd"):
+        o.sum().backward()
+
+
 def test_paged_compile_fullgraph_and_opcheck():
     k_cache, v_cache, table, _ = paged_cache([5, 11], 4, 2, 16)
     q = rand(2, 1, 2, 16)
