@@ -8,9 +8,11 @@ first use, so that ``import floe`` works where torch is not installed.
 from ._floe import FloeError, cuda_available, engine_names
 
 __version__ = "0.1.0"
-__all__ = ["FloeError", "attention", "cuda_available", "engine_names", "explain"]
+__all__ = ["FloeError", "attention", "attention_paged", "attention_varlen", "cuda_available",
+           "engine_names", "explain"]
 
 _TORCH_NAMES = ("attention", "explain", "Explanation", "clear_plan_cache", "plan_cache_info")
+_SERVING_NAMES = ("attention_varlen", "attention_paged")
 
 
 def __getattr__(name):
@@ -20,6 +22,10 @@ def __getattr__(name):
         from . import _ops
 
         value = getattr(_ops, name)
+    elif name in _SERVING_NAMES:
+        from . import _serving
+
+        value = getattr(_serving, name)
     elif name == "torch":
         import importlib
 

@@ -216,7 +216,7 @@ def _run(plan, ptrs, q: Tensor):
     """Executes plan with the workspace from torch's allocator, on the current stream of q's
     device."""
     n = plan.workspace_bytes
-    # One pointer per TensorId; the ragged and paged arrays are not exposed here yet.
+    # One pointer per TensorId; the dense ops pass none for the ragged and paged arrays.
     ptrs = tuple(ptrs) + (0,) * (_N_TENSORS - len(ptrs))
     if q.is_cuda:
         index = q.get_device()

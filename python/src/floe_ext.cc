@@ -35,7 +35,7 @@ struct FloeError : std::runtime_error {
 }
 
 floe::DType dtype_of(int code) {
-  if (code < 0 || code > static_cast<int>(floe::DType::i32)) {
+  if (code < 0 || code > static_cast<int>(floe::DType::i64)) {
     throw std::invalid_argument("floe: unknown dtype code " + std::to_string(code));
   }
   return static_cast<floe::DType>(code);
@@ -61,6 +61,9 @@ const floe::Target& target_for(int device, int arch) {
 // One tensor as the torch layer describes it: (floe dtype code, strides in logical order).
 using TensorSpec = std::optional<std::tuple<int, std::vector<int64_t>>>;
 using Shape7 = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// (total tokens, offsets dtype code) of a ragged side; (page_size, num_pages, max_pages).
+using RaggedSpec = std::optional<std::tuple<int64_t, int>>;
+using PagedSpec = std::optional<std::tuple<int64_t, int64_t, int64_t>>;
 
 floe::Problem make_problem(bool backward, int dtype, const Shape7& s,
                            const std::vector<TensorSpec>& tensors,
@@ -68,7 +71,8 @@ floe::Problem make_problem(bool backward, int dtype, const Shape7& s,
                            bool sink, bool seq_len_q, bool seq_len_kv, bool stats,
                            std::optional<double> scale, std::optional<double> softcap, int align,
                            std::optional<int64_t> left, std::optional<int64_t> right,
-                           bool deterministic) {
+                           bool deterministic, const RaggedSpec& ragged_q,
+                           const RaggedSpec& ragged_kv, const PagedSpec& paged_kv) {
   const auto [b, h_q, h_kv, s_q, s_kv, d_qk, d_v] = s;
   const floe::Shape shape{b, h_q, h_kv, s_q, s_kv, d_qk, d_v};
   floe::Problem p = backward ? floe::Problem::backward(shape, dtype_of(dtype))
@@ -88,6 +92,14 @@ floe::Problem make_problem(bool backward, int dtype, const Shape7& s,
                  align == 0 ? floe::MaskAlign::top_left : floe::MaskAlign::bottom_right);
   }
   if (deterministic) p.set_deterministic();
+  // After every option that declares a tensor (stats, sink, lengths): these redeclare the
+  // side's tensors in the packed or paged layout (DESIGN 2.1, 2.2), before the strides below.
+  if (ragged_q) p.set_ragged_q(std::get<0>(*ragged_q), dtype_of(std::get<1>(*ragged_q)));
+  if (ragged_kv) p.set_ragged_kv(std::get<0>(*ragged_kv), dtype_of(std::get<1>(*ragged_kv)));
+  if (paged_kv) {
+    const auto [page_size, num_pages, max_pages] = *paged_kv;
+    p.set_paged_kv(page_size, num_pages, max_pages);
+  }
   if (tensors.size() > static_cast<size_t>(floe::kTensorCount)) {
     throw std::invalid_argument("floe: more tensor descriptions than tensors");
   }
@@ -163,10 +175,11 @@ NB_MODULE(_floe, m) {
          bool seq_len_q, bool seq_len_kv, bool stats, std::optional<double> scale,
          std::optional<double> softcap, int align, std::optional<int64_t> left,
          std::optional<int64_t> right, bool deterministic, int device, const std::string& engine,
-         int arch) {
-        floe::Problem p =
-            make_problem(backward, dtype, shape, tensors, bias_dims, bias_grad, sink, seq_len_q,
-                         seq_len_kv, stats, scale, softcap, align, left, right, deterministic);
+         int arch, const RaggedSpec& ragged_q, const RaggedSpec& ragged_kv,
+         const PagedSpec& paged_kv) {
+        floe::Problem p = make_problem(backward, dtype, shape, tensors, bias_dims, bias_grad, sink,
+                                       seq_len_q, seq_len_kv, stats, scale, softcap, align, left,
+                                       right, deterministic, ragged_q, ragged_kv, paged_kv);
         floe::PlanOptions options;
         options.engine = engine;
         floe::Result<floe::Plan> plan = floe::Plan::build(p, target_for(device, arch), options);
@@ -177,7 +190,9 @@ NB_MODULE(_floe, m) {
       nb::arg("bias_dims").none(), nb::arg("bias_grad"), nb::arg("sink"), nb::arg("seq_len_q"),
       nb::arg("seq_len_kv"), nb::arg("stats"), nb::arg("scale").none(), nb::arg("softcap").none(),
       nb::arg("align"), nb::arg("left").none(), nb::arg("right").none(), nb::arg("deterministic"),
-      nb::arg("device"), nb::arg("engine"), nb::arg("arch") = 0);
+      nb::arg("device"), nb::arg("engine"), nb::arg("arch") = 0,
+      nb::arg("ragged_q").none() = nb::none(), nb::arg("ragged_kv").none() = nb::none(),
+      nb::arg("paged_kv").none() = nb::none());
 
   m.def("engine_names", &floe::engine_names);
   m.def("cuda_available", &floe::cuda_available);
