@@ -30,7 +30,8 @@ import warnings
 PEERS = ("flash", "cudnn", "fa4")
 # The fields that make two floe records the same problem for a peer.
 PROBLEM_FIELDS = ("dtype", "b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v", "causal",
-                  "window", "bias", "sink", "softcap", "stats_gap", "layout", "deterministic")
+                  "window", "bias", "sink", "softcap", "stats_gap", "layout", "deterministic",
+                  "ragged", "page_size", "seq_q", "seq_kv")
 
 
 def perf_report():
@@ -48,6 +49,9 @@ def problem_key(r):
 
 def outside_sdpa(r):
     """(status, reason) for what torch SDPA has no way to express; None: try the backend."""
+    if r.get("ragged") or r.get("page_size"):
+        return "n/a", "torch SDPA has no packed (THD) sequences nor paged K/V; varlen and " \
+                      "paged peers are not timed here yet"
     if r.get("window"):
         return "no kernel", "torch SDPA has no band mask but causal (a materialised mask is " \
                             "another problem)"
@@ -189,6 +193,8 @@ def measure(torch, F, backend, r, settings):
 
 def outside_fa4(r):
     """(status, reason) for what floe's bench asks and FA4's flash_attn_func is not mapped to."""
+    if r.get("ragged") or r.get("page_size"):
+        return "n/a", "FA4's varlen and paged calls are not mapped to floe's serving problems here"
     if r.get("bias"):
         return "no kernel", "FA4's flash_attn_func takes no additive bias"
     if r.get("window"):

@@ -228,6 +228,26 @@ def section_host(data):
         "measured 14.9 µs (flash) and 17.1 µs (cudnn) for the forward.")
 
 
+def section_serving(rows):
+    """Ragged prefill and paged decode (`floe bench --group serving`): no peer times these yet."""
+    body = []
+    for r in rows:
+        if r.get("group") != "serving":
+            continue
+        ok = r.get("status") == "ok"
+        tbs = r.get("tb_per_s")
+        body.append([
+            r["direction"], r["name"], r.get("total_q", "—"), r.get("total_kv", "—"),
+            r.get("page_size") or "—", engine_cell(r),
+            ms_cell(r.get("median_ms")) if ok else r.get("status", "?"),
+            tflops_cell(r.get("tflops")) if ok else "—",
+            f"{tbs:.2f}" if ok and tbs is not None else "—",
+        ])
+    header = ["dir", "problem", "query tokens", "keys", "page", "engine", "median ms", "TFLOP/s",
+              "K+V TB/s"]
+    return table(header, body) if body else None
+
+
 def section_workspace(rows):
     body = []
     for (_, name, req), d in pair_by_direction(rows).items():
@@ -304,6 +324,21 @@ def render(data, plot=None):
         "",
         section_features(rows),
         "",
+    ]
+    serving = section_serving(rows)
+    if serving:
+        out += [
+            "## Serving",
+            "",
+            "GQA 32:8, d128, causal aligned bottom-right. Ragged: 8 packed sequences of seeded "
+            "lengths (THD). Paged decode: pages scattered by a seeded block table. TFLOP/s count "
+            "the visible pairs of the actual lengths; TB/s count the K+V bytes read (SERVING.md "
+            "§0's convention).",
+            "",
+            serving,
+            "",
+        ]
+    out += [
         "## Host overhead",
         "",
         section_host(data),

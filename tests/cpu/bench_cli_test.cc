@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "bench_problems.h"
 #include "floe/floe.h"
@@ -136,16 +138,16 @@ TEST(BenchProblems, OtherShapesAreThoseOfPeers) {
 TEST(BenchProblems, EachFeatureDiffersFromPlainInOneThing) {
   std::map<std::string, std::string> names;
   for (const BenchProblem& bp : group("features")) names[bp.feature] = bp.name();
-  const std::map<std::string, std::string> want = {{"plain", "b4 h16 s4096 d128"},
-                                                   {"gqa", "b4 h16/2 s4096 d128"},
-                                                   {"window", "b4 h16 s4096 d128 window 1024,0"},
-                                                   {"bias", "b4 h16 s4096 d128 bias 1x16"},
-                                                   {"sink", "b4 h16 s4096 d128 sink"},
-                                                   {"softcap", "b4 h16 s4096 d128 softcap 30"},
-                                                   {"stats_gap", "b4 h16 s4096 d128 stats+64"},
-                                                   {"bshd", "b4 h16 s4096 d128 bshd"},
-                                                   {"deterministic",
-                                                    "b4 h16 s4096 d128 deterministic"}};
+  const std::map<std::string, std::string> want = {
+      {"plain", "b4 h16 s4096 d128"},
+      {"gqa", "b4 h16/2 s4096 d128"},
+      {"window", "b4 h16 s4096 d128 window 1024,0"},
+      {"bias", "b4 h16 s4096 d128 bias 1x16"},
+      {"sink", "b4 h16 s4096 d128 sink"},
+      {"softcap", "b4 h16 s4096 d128 softcap 30"},
+      {"stats_gap", "b4 h16 s4096 d128 stats+64"},
+      {"bshd", "b4 h16 s4096 d128 bshd"},
+      {"deterministic", "b4 h16 s4096 d128 deterministic"}};
   EXPECT_EQ(names, want);
 }
 
@@ -266,6 +268,136 @@ TEST(BenchProblems, TheForwardLaysOutWhatTheBackwardReads) {
       EXPECT_EQ(b.tensor(TensorId::stats)->strides[0], 16 * (4096 + 64));
     }
   }
+}
+
+// The serving group (never in the default run): valid in each direction it is timed in,
+// served by generic on Hopper (the fast engines decline ragged and paged) and by reference on
+// the CPU, with host inputs that match their declarations.
+TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
+  const std::vector<BenchProblem> serving = serving_problems();
+  ASSERT_FALSE(serving.empty());
+  for (const BenchProblem& bp : standard_problems()) EXPECT_NE(bp.group, "serving");
+  int ragged = 0, paged = 0;
+  std::set<std::string> names;
+  for (const BenchProblem& bp : serving) {
+    EXPECT_EQ(bp.group, "serving");
+    EXPECT_TRUE(names.insert(bp.name()).second) << bp.name();
+    ragged += bp.ragged();
+    paged += bp.paged();
+    EXPECT_EQ(bp.shape.h_q, 32);
+    EXPECT_EQ(bp.shape.h_kv, 8);
+    EXPECT_EQ(bp.shape.d_qk, 128);
+    ASSERT_EQ(bp.seq_q.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
+    ASSERT_EQ(bp.seq_kv.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
+    for (Direction dir : {Direction::forward, Direction::backward}) {
+      if (dir == Direction::backward && bp.forward_only()) continue;
+      const Problem p = make_problem(bp, dir);
+      Result<Plan> gpu = Plan::build(p, Target::cuda_arch(90));
+      ASSERT_TRUE(gpu.ok()) << bp.name() << " " << direction_name(dir) << ": "
+                            << gpu.status().message();
+      EXPECT_EQ(gpu->engine(), "generic") << bp.name() << " " << direction_name(dir);
+      Result<Plan> cpu = Plan::build(p, Target::cpu());
+      ASSERT_TRUE(cpu.ok()) << bp.name() << " " << direction_name(dir) << ": "
+                            << cpu.status().message();
+      EXPECT_EQ(cpu->engine(), "reference") << bp.name();
+      for (const auto& [id, values] : serving_inputs(bp)) {
+        ASSERT_TRUE(p.has(id)) << bp.name() << " " << to_string(id);
+        EXPECT_EQ(p.tensor(id)->dtype, DType::i32) << to_string(id);
+        EXPECT_EQ(p.tensor(id)->span_bytes(), values.size() * 4)
+            << bp.name() << " " << to_string(id);
+      }
+    }
+    if (bp.paged()) {
+      // A paged backward is refused by validation: the bench must never time one.
+      EXPECT_TRUE(bp.forward_only());
+      EXPECT_FALSE(Plan::build(make_problem(bp, Direction::backward), Target::cpu()).ok());
+    }
+  }
+  EXPECT_EQ(ragged, 1);
+  EXPECT_GE(paged, 4);
+}
+
+TEST(BenchProblems, ServingInputsAreOffsetsAndAScatteredPermutation) {
+  for (const BenchProblem& bp : serving_problems()) {
+    for (const auto& [id, values] : serving_inputs(bp)) {
+      if (id == TensorId::offsets_q || id == TensorId::offsets_kv) {
+        const std::vector<int64_t>& len = id == TensorId::offsets_q ? bp.seq_q : bp.seq_kv;
+        ASSERT_EQ(values.size(), len.size() + 1);
+        EXPECT_EQ(values.front(), 0);
+        for (size_t b = 0; b < len.size(); ++b) {
+          EXPECT_EQ(values[b + 1] - values[b], len[b]);
+          EXPECT_GE(len[b], 128);
+          EXPECT_LE(len[b], bp.shape.s_q);  // the envelope is the longest
+        }
+        EXPECT_EQ(values.back(), bp.total_q());
+      } else if (id == TensorId::block_table) {
+        std::vector<int32_t> sorted = values;
+        std::sort(sorted.begin(), sorted.end());
+        for (size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], static_cast<int32_t>(i));
+        // Scattered: a batch's pages are not one run of consecutive pages.
+        int consecutive = 0;
+        for (size_t i = 1; i < values.size(); ++i) consecutive += values[i] == values[i - 1] + 1;
+        EXPECT_LT(consecutive, static_cast<int>(values.size()) / 4) << bp.name();
+      } else {
+        EXPECT_EQ(id, TensorId::seq_len_kv);
+        ASSERT_EQ(values.size(), bp.seq_kv.size());
+        for (size_t b = 0; b < values.size(); ++b) EXPECT_EQ(values[b], bp.seq_kv[b]);
+      }
+    }
+  }
+  // The same lengths and tables in every run.
+  const std::vector<BenchProblem> a = serving_problems(), b = serving_problems();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].seq_q, b[i].seq_q);
+    EXPECT_EQ(serving_inputs(a[i]), serving_inputs(b[i]));
+  }
+}
+
+// Hand counts. Ragged, lengths 3 and 5, causal bottom-right (equal lengths: top-left too):
+// 3·4/2 + 5·6/2 = 21 visible pairs, forward 2·Hq·21·(Dqk + Dv) = 2·4·21·16 = 2688.
+// Paged, Sq 2 over 7 keys each, bottom-right causal: rows see 6 and 7 keys, 13 per batch, 26
+// in all: 2·4·26·16 = 3328; K+V read 2 batches · 7 keys · Hkv 2 · (8 + 8) · 2 bytes = 896.
+TEST(BenchProblems, ServingFlopsAndBytesMatchAHandCount) {
+  Mask br;
+  br.align = MaskAlign::bottom_right;
+  br.right = 0;
+
+  BenchProblem ragged;
+  ragged.group = "serving";
+  ragged.shape = Shape{2, 4, 2, 5, 5, 8, 8};
+  ragged.mask = br;
+  ragged.seq_q = ragged.seq_kv = {3, 5};
+  ASSERT_TRUE(ragged.ragged());
+  EXPECT_EQ(ragged.total_q(), 8);
+  EXPECT_DOUBLE_EQ(count_flops(ragged, Direction::forward).pairs, 21);
+  EXPECT_DOUBLE_EQ(count_flops(ragged, Direction::forward).flops, 2688);
+  EXPECT_DOUBLE_EQ(count_flops(ragged, Direction::backward).flops, 2.5 * 2688);
+  EXPECT_EQ(kv_bytes_read(ragged), 0);
+  const Problem rp = make_problem(ragged, Direction::backward);
+  ASSERT_TRUE(rp.ragged_q() && rp.ragged_kv());
+  EXPECT_EQ(rp.ragged_q()->total, 8);
+  EXPECT_EQ(serving_inputs(ragged).front().second, (std::vector<int32_t>{0, 3, 8}));
+  EXPECT_TRUE(Plan::build(rp, Target::cpu()).ok());
+
+  BenchProblem paged;
+  paged.group = "serving";
+  paged.shape = Shape{2, 4, 2, 2, 7, 8, 8};
+  paged.mask = br;
+  paged.seq_q = {2, 2};
+  paged.seq_kv = {7, 7};
+  paged.page_size = 4;
+  ASSERT_TRUE(paged.paged());
+  EXPECT_EQ(paged.num_pages(), 4);  // ceil(7 / 4) = 2 per batch
+  EXPECT_DOUBLE_EQ(count_flops(paged, Direction::forward).pairs, 26);
+  EXPECT_DOUBLE_EQ(count_flops(paged, Direction::forward).flops, 3328);
+  EXPECT_DOUBLE_EQ(kv_bytes_read(paged), 896);
+  const Problem pp = make_problem(paged, Direction::forward);
+  ASSERT_TRUE(pp.paged_kv());
+  EXPECT_EQ(pp.paged_kv()->page_size, 4);
+  EXPECT_EQ(pp.paged_kv()->max_pages, 2);
+  EXPECT_TRUE(Plan::build(pp, Target::cpu()).ok());
+  EXPECT_TRUE(Plan::build(pp, Target::cuda_arch(90)).ok());
 }
 
 }  // namespace

@@ -153,6 +153,8 @@ std::vector<BenchProblem> problems_of(const BenchOptions& opt) {
   if (custom_problem(opt)) return {problem_of(opt)};
   std::vector<BenchProblem> all = opt.sweep == "quick" ? quick_problems() : standard_problems();
   if (opt.groups.empty()) return all;
+  // Only on request: its decodes read gigabytes of K/V per problem.
+  for (BenchProblem& bp : serving_problems()) all.push_back(std::move(bp));
   std::vector<BenchProblem> out;
   for (const BenchProblem& bp : all) {
     if (std::find(opt.groups.begin(), opt.groups.end(), bp.group) != opt.groups.end()) {
@@ -193,7 +195,14 @@ nlohmann::json report_json(const BenchOptions& opt, const BenchRunner& runner,
       {"flops",
        "forward 2*B*Hq*pairs*(Dqk+Dv), backward 2.5x forward; pairs = Sq*Skv without a mask, "
        "Sq*Skv/2 for causal (the FlashAttention convention), the exact count of visible (i, j) "
-       "pairs for any other band (flop_rule per record)"},
+       "pairs for any other band (flop_rule per record); serving records count the visible "
+       "pairs of their actual lengths, summed over batches (pairs already include B)"},
+      {"kv_bytes",
+       "paged decode: K+V bytes read, sum of seq_kv * Hkv * (Dqk+Dv) * element size; tb_per_s = "
+       "kv_bytes over the median call"},
+      {"serving",
+       "offsets, lengths and block tables are built on the host (fixed seeds) and uploaded with "
+       "the inputs, before the warm-ups"},
       {"forward", "writes stats (LSE), as a training forward does"},
       {"backward", "O and stats from floe's forward (engine auto) on the same inputs"},
       {"rotation",
@@ -221,7 +230,12 @@ int bench(const BenchOptions& opt) {
   if (opt.direction != "bwd") dirs.push_back(Direction::forward);
   if (opt.direction != "fwd") dirs.push_back(Direction::backward);
   const std::vector<BenchProblem> problems = problems_of(opt);
-  const size_t total = problems.size() * dirs.size() * engines->size();
+  size_t total = 0;
+  for (const BenchProblem& bp : problems) {
+    for (Direction dir : dirs) {
+      if (dir == Direction::forward || !bp.forward_only()) total += engines->size();
+    }
+  }
   std::fprintf(stderr, "floe bench: %zu measurements on %s (sm_%d)\n", total,
                run.device().name.c_str(), run.device().arch);
 
@@ -230,6 +244,7 @@ int bench(const BenchOptions& opt) {
   int errors = 0;
   for (const BenchProblem& bp : problems) {
     for (Direction dir : dirs) {
+      if (dir == Direction::backward && bp.forward_only()) continue;
       for (const std::string& engine : *engines) {
         BenchRecord r;
         r.problem = bp;
@@ -283,8 +298,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                       "other shapes and the cost of features; quick: 8 sweep points")
           ->check(CLI::IsMember({"standard", "quick"}))
           ->capture_default_str();
-  cmd->add_option("--group", opt->groups, "only these groups of the sweep: sweep shapes features")
-      ->check(CLI::IsMember({"sweep", "shapes", "features"}));
+  cmd->add_option("--group", opt->groups,
+                  "only these groups: sweep shapes features, or serving (ragged prefill and "
+                  "paged decode, never in the default run)")
+      ->check(CLI::IsMember({"sweep", "shapes", "features", "serving"}));
   cmd->add_option("--direction", opt->direction, "fwd, bwd or both")
       ->check(CLI::IsMember({"fwd", "bwd", "both"}))
       ->capture_default_str();

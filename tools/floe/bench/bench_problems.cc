@@ -43,6 +43,59 @@ std::string bound(const std::optional<int64_t>& b) {
   return b ? std::to_string(*b) : std::string("-");
 }
 
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Fixed seeds: the serving problems, their lengths and tables are the same in every run.
+constexpr uint64_t kLengthSeed = 16;
+constexpr uint64_t kTableSeed = 1616;
+
+Mask causal_bottom_right() {
+  Mask m;
+  m.align = MaskAlign::bottom_right;
+  m.right = 0;
+  return m;
+}
+
+// GQA 32:8, d128, causal aligned bottom-right (a query sees its own position and the past).
+BenchProblem serving_point(int64_t b, int64_t s_q, int64_t s_kv) {
+  BenchProblem bp;
+  bp.group = "serving";
+  bp.shape = Shape{b, 32, 8, s_q, s_kv, 128, 128};
+  bp.mask = causal_bottom_right();
+  return bp;
+}
+
+// Eight packed sequences of 128..4096 tokens, drawn once from a fixed seed.
+BenchProblem ragged_prefill() {
+  constexpr int64_t kB = 8, kMin = 128, kMax = 4096;
+  std::vector<int64_t> len(kB);
+  uint64_t state = kLengthSeed;
+  for (int64_t& n : len) n = kMin + static_cast<int64_t>(splitmix64(state) % (kMax - kMin + 1));
+  const int64_t longest = *std::max_element(len.begin(), len.end());
+  BenchProblem bp = serving_point(kB, longest, longest);
+  bp.seq_q = bp.seq_kv = len;
+  return bp;
+}
+
+BenchProblem paged_decode(int64_t b, int64_t s_q, int64_t s_kv, int64_t page) {
+  BenchProblem bp = serving_point(b, s_q, s_kv);
+  bp.seq_q.assign(static_cast<size_t>(b), s_q);
+  bp.seq_kv.assign(static_cast<size_t>(b), s_kv);
+  bp.page_size = page;
+  return bp;
+}
+
+int64_t sum_of(const std::vector<int64_t>& v) {
+  int64_t n = 0;
+  for (int64_t x : v) n += x;
+  return n;
+}
+
 // Element strides of a [B, H, S, D] tensor stored as [B, S, H, D].
 std::array<int64_t, 4> bshd_strides(const TensorDesc& d) {
   const int64_t h = d.dims[1], s = d.dims[2], e = d.dims[3];
@@ -55,8 +108,36 @@ bool BenchProblem::causal() const {
   return mask.align == MaskAlign::top_left && !mask.left && mask.right && *mask.right == 0;
 }
 
+int64_t BenchProblem::total_q() const {
+  return ragged() ? sum_of(seq_q) : shape.b * shape.s_q;
+}
+
+int64_t BenchProblem::total_kv() const {
+  return seq_kv.empty() ? shape.b * shape.s_kv : sum_of(seq_kv);
+}
+
+int64_t BenchProblem::num_pages() const {
+  return paged() ? shape.b * ((shape.s_kv + page_size - 1) / page_size) : 0;
+}
+
 std::string BenchProblem::name() const {
   const Shape& s = shape;
+  if (ragged() || paged()) {
+    // "ragged b8 h32/8 t17000 max4000 d128 causal br", "paged b32 h32/8 q1 kv4096 p16 d128"
+    std::string n = std::string(ragged() ? "ragged" : "paged") + " b" + std::to_string(s.b) + " h" +
+                    std::to_string(s.h_q) + "/" + std::to_string(s.h_kv);
+    if (ragged()) {
+      n += " t" + std::to_string(total_q()) + " max" + std::to_string(s.s_q);
+    } else {
+      n += " q" + std::to_string(s.s_q) + " kv" + std::to_string(s.s_kv) + " p" +
+           std::to_string(page_size);
+    }
+    n += " d" + std::to_string(s.d_qk);
+    if (mask.align == MaskAlign::bottom_right && !mask.left && mask.right && *mask.right == 0) {
+      n += " causal br";
+    }
+    return n;
+  }
   std::string n = "b" + std::to_string(s.b) + " h" + std::to_string(s.h_q);
   if (s.h_kv != s.h_q) n += "/" + std::to_string(s.h_kv);
   n += " s" + std::to_string(s.s_q);
@@ -109,6 +190,45 @@ std::vector<BenchProblem> standard_problems() {
   return out;
 }
 
+std::vector<BenchProblem> serving_problems() {
+  std::vector<BenchProblem> out = {ragged_prefill()};
+  // SERVING.md §0's B 32 S 4k and B 64 S 8k (cuDNN dense: 4.25 and 4.44 TB/s), and a 16k
+  // context; Sq 4 is a speculative decode.
+  for (const auto& [b, s_kv] : {std::pair<int64_t, int64_t>{32, 4096}, {64, 8192}, {64, 16384}}) {
+    for (int64_t page : {16, 64}) {
+      for (int64_t s_q : {1, 4}) out.push_back(paged_decode(b, s_q, s_kv, page));
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<TensorId, std::vector<int32_t>>> serving_inputs(const BenchProblem& bp) {
+  std::vector<std::pair<TensorId, std::vector<int32_t>>> out;
+  if (bp.ragged()) {
+    std::vector<int32_t> q(1, 0), kv(1, 0);
+    for (size_t b = 0; b < bp.seq_q.size(); ++b) {
+      q.push_back(q.back() + static_cast<int32_t>(bp.seq_q[b]));
+      kv.push_back(kv.back() + static_cast<int32_t>(bp.seq_kv[b]));
+    }
+    out.emplace_back(TensorId::offsets_q, std::move(q));
+    out.emplace_back(TensorId::offsets_kv, std::move(kv));
+  }
+  if (bp.paged()) {
+    std::vector<int32_t> len(bp.seq_kv.begin(), bp.seq_kv.end());
+    out.emplace_back(TensorId::seq_len_kv, std::move(len));
+    // Every page used once, in a seeded random order (Fisher-Yates): batch b's keys are
+    // scattered over the cache, as a server's are after a while.
+    std::vector<int32_t> table(static_cast<size_t>(bp.num_pages()));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    uint64_t state = kTableSeed;
+    for (size_t i = table.size(); i > 1; --i) {
+      std::swap(table[i - 1], table[splitmix64(state) % i]);
+    }
+    out.emplace_back(TensorId::block_table, std::move(table));
+  }
+  return out;
+}
+
 std::vector<BenchProblem> quick_problems() {
   std::vector<BenchProblem> out;
   for (int64_t d : {64, 128}) {
@@ -129,6 +249,8 @@ BenchProblem host_overhead_problem() {
 Problem make_problem(const BenchProblem& bp, Direction dir) {
   Problem p = dir == Direction::forward ? Problem::forward(bp.shape, bp.dtype).set_stats()
                                         : Problem::backward(bp.shape, bp.dtype);
+  if (bp.ragged()) p.set_ragged_q(bp.total_q()).set_ragged_kv(bp.total_kv());
+  if (bp.paged()) p.set_paged_kv(bp.page_size, bp.num_pages());
   if (bp.mask.is_band()) p.set_mask(bp.mask);
   if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]);
   if (bp.sink) p.set_sink();
@@ -163,6 +285,15 @@ int64_t visible_pairs(int64_t s_q, int64_t s_kv, const Mask& mask) {
 FlopCount count_flops(const BenchProblem& bp, Direction dir) {
   const Shape& s = bp.shape;
   FlopCount f;
+  if (bp.ragged() || bp.paged()) {
+    for (size_t b = 0; b < bp.seq_kv.size(); ++b) {
+      f.pairs += static_cast<double>(visible_pairs(bp.seq_q[b], bp.seq_kv[b], bp.mask));
+    }
+    f.rule = "visible, summed";
+    f.flops = 2.0 * static_cast<double>(s.h_q) * f.pairs * static_cast<double>(s.d_qk + s.d_v);
+    if (dir == Direction::backward) f.flops *= 2.5;
+    return f;
+  }
   const double all = static_cast<double>(s.s_q) * static_cast<double>(s.s_kv);
   if (!bp.mask.is_band()) {
     f.pairs = all;
@@ -180,6 +311,12 @@ FlopCount count_flops(const BenchProblem& bp, Direction dir) {
             static_cast<double>(s.d_qk + s.d_v);
   if (dir == Direction::backward) f.flops *= 2.5;
   return f;
+}
+
+double kv_bytes_read(const BenchProblem& bp) {
+  if (!bp.paged()) return 0;
+  return static_cast<double>(bp.total_kv()) * static_cast<double>(bp.shape.h_kv) *
+         static_cast<double>(bp.shape.d_qk + bp.shape.d_v) * static_cast<double>(size_of(bp.dtype));
 }
 
 nlohmann::json problem_json(const BenchProblem& bp) {
@@ -210,6 +347,16 @@ nlohmann::json problem_json(const BenchProblem& bp) {
   j["stats_gap"] = bp.stats_gap;
   j["layout"] = to_string(bp.layout);
   j["deterministic"] = bp.deterministic;
+  // Serving: peers.py reports these records as n/a (no peer call expresses them).
+  j["ragged"] = bp.ragged();
+  j["page_size"] = bp.paged() ? nlohmann::json(bp.page_size) : nlohmann::json();
+  if (bp.ragged() || bp.paged()) {
+    j["total_q"] = bp.total_q();
+    j["total_kv"] = bp.total_kv();
+    j["seq_q"] = bp.seq_q;
+    j["seq_kv"] = bp.seq_kv;
+    j["num_pages"] = bp.paged() ? nlohmann::json(bp.num_pages()) : nlohmann::json();
+  }
   return j;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,20 @@ struct BenchProblem {
   int64_t stats_gap = 0;  // extra elements after each stats row (a strided stats tensor)
   BenchLayout layout = BenchLayout::bhsd;
   bool deterministic = false;  // the plan's bitwise-deterministic mode (P7)
+  // "serving" only (DESIGN 2.1, 2.2): the actual length of each batch's query and key side.
+  // Without pages both sides are packed (THD) with these lengths and the shape is the
+  // envelope (the longest); with pages the query side is dense and K/V sit in pages of
+  // `page_size` rows, scattered by a seeded block table (forward only).
+  std::vector<int64_t> seq_q, seq_kv;
+  int64_t page_size = 0;
+
+  bool ragged() const { return !seq_q.empty() && page_size == 0; }
+  bool paged() const { return page_size > 0; }
+  // A paged K/V has no backward (DESIGN 2.2).
+  bool forward_only() const { return paged(); }
+  int64_t total_q() const;    // tokens of the query side (the dense B*Sq when not ragged)
+  int64_t total_kv() const;   // keys actually read: the sum of seq_kv, or B*Skv when dense
+  int64_t num_pages() const;  // B * ceil(Skv / page_size): every batch owns its pages
 
   // Pure causal (top-left, right 0, no left): the one band the FlashAttention FLOP
   // convention halves.
@@ -45,6 +60,15 @@ struct BenchProblem {
 // DESIGN §6's sweep (bf16, 16k tokens, hidden 2048, S 512..16384, D 64/128/256, causal and
 // not), then the other shapes of PEERS.md, then the cost-of-features points.
 std::vector<BenchProblem> standard_problems();
+// The "serving" group, not part of the standard run (`floe bench --group serving`): a ragged
+// causal prefill of 8 sequences of seeded mixed lengths, then paged decodes (Sq 1 and 4, page
+// 16 and 64) at the batch and context sizes of SERVING.md §0; GQA 32:8, d128, bf16.
+std::vector<BenchProblem> serving_problems();
+// The integer inputs of a serving problem, built on the host and uploaded before timing:
+// offsets_q/offsets_kv (i32 [B + 1]) when ragged, seq_len_kv (i32 [B]) and block_table (i32 [B,
+// max_pages], a seeded permutation of every page) when paged. Empty for the other groups.
+std::vector<std::pair<TensorId, std::vector<int32_t>>> serving_inputs(const BenchProblem& bp);
+
 // A few sweep points, for a smoke run.
 std::vector<BenchProblem> quick_problems();
 // The 1x1x128x64 problem whose execute() host cost `floe bench` reports.
@@ -61,17 +85,24 @@ int64_t visible_pairs(int64_t s_q, int64_t s_kv, const Mask& mask);
 
 struct FlopCount {
   double flops = 0;
-  double pairs = 0;  // (i, j) pairs counted per (batch, head)
+  double pairs = 0;  // (i, j) pairs counted per (batch, head); per head, summed over batches,
+                     // for a serving problem (rule "visible, summed")
   // How pairs were counted: "all" (Sq·Skv), "causal half" (Sq·Skv/2, the FlashAttention
   // convention the peers' numbers use) or "visible" (exact count, for any other band).
   std::string rule;
 };
 
-// Forward 2·B·Hq·pairs·(Dqk + Dv); backward 2.5x that (DESIGN §6).
+// Forward 2·B·Hq·pairs·(Dqk + Dv); backward 2.5x that (DESIGN §6). A serving problem counts
+// the visible pairs of its actual lengths (2·Hq·Σ_b pairs_b·(Dqk + Dv)), never the envelope.
 FlopCount count_flops(const BenchProblem& bp, Direction dir);
 
+// The bytes of K and V a paged decode must read: Σ_b skv_b · Hkv · (Dqk + Dv) · element size
+// (SERVING.md §0's "K+V read"); 0 for any other problem.
+double kv_bytes_read(const BenchProblem& bp);
+
 // The problem's shape and features as flat JSON fields (b, h_q, ..., causal, window, bias,
-// sink, softcap, stats_gap, layout, deterministic, group, feature, name): what bench/peers.py reads back.
+// sink, softcap, stats_gap, layout, deterministic, group, feature, name): what bench/peers.py reads
+// back.
 nlohmann::json problem_json(const BenchProblem& bp);
 
 const char* to_string(BenchLayout layout);

@@ -37,6 +37,11 @@ double BenchRecord::tflops() const {
   return m.status == "ok" && m.median_ms > 0 ? flops.flops / (m.median_ms * 1e-3) / 1e12 : 0;
 }
 
+double BenchRecord::tb_per_s() const {
+  const double bytes = kv_bytes_read(problem);
+  return m.status == "ok" && m.median_ms > 0 ? bytes / (m.median_ms * 1e-3) / 1e12 : 0;
+}
+
 double BenchRecord::tflops_best() const {
   return m.status == "ok" && m.min_ms > 0 ? flops.flops / (m.min_ms * 1e-3) / 1e12 : 0;
 }
@@ -49,7 +54,9 @@ std::string progress_line(const BenchRecord& r) {
        format("%.3f ms", r.m.median_ms) + format(" (min %.3f", r.m.min_ms) + ", " +
        std::to_string(r.m.ms.size()) + " calls";
   if (r.m.input_sets > 1) s += ", " + std::to_string(r.m.input_sets) + " input sets";
-  return s + "), " + format("%.1f TFLOP/s", r.tflops());
+  s += "), " + format("%.1f TFLOP/s", r.tflops());
+  if (kv_bytes_read(r.problem) > 0) s += format(", %.2f TB/s", r.tb_per_s());
+  return s;
 }
 
 void print_table(std::FILE* out, const std::vector<BenchRecord>& records,
@@ -104,6 +111,10 @@ nlohmann::json record_json(const BenchRecord& r) {
   j["flops"] = r.flops.flops;
   j["flop_pairs"] = r.flops.pairs;
   j["flop_rule"] = r.flops.rule;
+  if (r.problem.paged()) {
+    j["kv_bytes"] = kv_bytes_read(r.problem);
+    j["tb_per_s"] = ok ? nlohmann::json(r.tb_per_s()) : nlohmann::json();
+  }
   j["ms"] = r.m.ms;
   return j;
 }

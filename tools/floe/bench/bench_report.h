@@ -24,6 +24,8 @@ struct BenchRecord {
   // FLOPs over the median (or the fastest) call; 0 unless status is ok.
   double tflops() const;
   double tflops_best() const;
+  // K+V bytes read (kv_bytes_read) over the median call; 0 unless a paged problem ran.
+  double tb_per_s() const;
 };
 
 struct HostRecord {
