@@ -351,6 +351,7 @@ nlohmann::json problem_json(const BenchProblem& bp) {
   j["ragged"] = bp.ragged();
   j["page_size"] = bp.paged() ? nlohmann::json(bp.page_size) : nlohmann::json();
   if (bp.ragged() || bp.paged()) {
+    if (bp.ragged()) j["layout"] = "thd";  // packed tokens, no batch dimension
     j["total_q"] = bp.total_q();
     j["total_kv"] = bp.total_kv();
     j["seq_q"] = bp.seq_q;
