@@ -127,6 +127,25 @@ def time_calls(torch, fn, warmups, calls, budget_ms, min_calls=5):
     return [a.elapsed_time(b) for a, b in events], done
 
 
+def timed(torch, fn, r, settings):
+    """The "ok" record of a peer: fn(i) timed by floe bench's method, TFLOP/s from r's flops."""
+    ms, warmed = time_calls(torch, fn, settings["warmups"], settings["calls"],
+                            settings["budget_ms"])
+    med = statistics.median(ms)
+    return {"status": "ok", "median_ms": med, "min_ms": min(ms),
+            "tflops": r["flops"] / med / 1e9, "tflops_best": r["flops"] / min(ms) / 1e9,
+            "warmups": warmed, "timed_calls": len(ms), "ms": ms}
+
+
+def release(torch):
+    """After a peer's problem, failed or not: its memory back before the next one."""
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        pass
+    torch.cuda.empty_cache()
+
+
 def classify(exc, caught):
     """A backend's refusal is "no kernel"; anything else is an error. PyTorch says why in
     warnings before its RuntimeError."""
@@ -170,12 +189,7 @@ def measure(torch, F, backend, r, settings):
                         s = sets[i % n_sets]
                         return torch.autograd.grad(s.out, (s.q, s.k, s.v), s.dout,
                                                    retain_graph=True)
-                ms, warmed = time_calls(torch, fn, settings["warmups"], settings["calls"],
-                                        settings["budget_ms"])
-            med = statistics.median(ms)
-            result = {"status": "ok", "median_ms": med, "min_ms": min(ms),
-                      "tflops": r["flops"] / med / 1e9, "tflops_best": r["flops"] / min(ms) / 1e9,
-                      "warmups": warmed, "timed_calls": len(ms), "ms": ms}
+                result = timed(torch, fn, r, settings)
         except torch.cuda.OutOfMemoryError as e:
             result = {"status": "error", "reason": "out of memory: " + str(e).splitlines()[0]}
         except RuntimeError as e:
@@ -183,11 +197,7 @@ def measure(torch, F, backend, r, settings):
             result = {"status": status, "reason": reason}
         finally:
             del sets
-            try:
-                torch.cuda.synchronize()
-            except RuntimeError:
-                pass
-            torch.cuda.empty_cache()
+            release(torch)
     return result
 
 
@@ -243,12 +253,7 @@ def measure_fa4(torch, fa4, r, settings):
             def fn(i):
                 q, k, v, o, do = sets[i % n_sets]
                 return torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
-        ms, warmed = time_calls(torch, fn, settings["warmups"], settings["calls"],
-                                settings["budget_ms"])
-        med = statistics.median(ms)
-        return {"status": "ok", "median_ms": med, "min_ms": min(ms),
-                "tflops": r["flops"] / med / 1e9, "tflops_best": r["flops"] / min(ms) / 1e9,
-                "warmups": warmed, "timed_calls": len(ms), "ms": ms}
+        return timed(torch, fn, r, settings)
     except torch.cuda.OutOfMemoryError as e:
         return {"status": "error", "reason": "out of memory: " + str(e).splitlines()[0]}
     except Exception as e:  # the DSL raises its own types for what it cannot compile
@@ -256,11 +261,7 @@ def measure_fa4(torch, fa4, r, settings):
         return {"status": "no kernel", "reason": f"{type(e).__name__}: {msg}"}
     finally:
         del sets
-        try:
-            torch.cuda.synchronize()
-        except RuntimeError:
-            pass
-        torch.cuda.empty_cache()
+        release(torch)
 
 
 def load_fa4(site_dir):
