@@ -9,16 +9,12 @@
 #include <vector>
 
 #include "floe/floe.h"
+#include "support/plan_verdicts.h"
 
 namespace floe {
 namespace {
 
-const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
-  for (const EngineVerdict& v : plan.verdicts()) {
-    if (v.engine == engine) return &v;
-  }
-  return nullptr;
-}
+using test::verdict_of;
 
 PlanOptions pinned() {
   PlanOptions o;

@@ -12,17 +12,13 @@
 #include "engines/sm80/fwd_kernels.h"
 #include "engines/sm80/fwd_tiles.h"
 #include "floe/floe.h"
+#include "support/plan_verdicts.h"
 
 namespace floe {
 namespace {
 
 // The verdict of one engine in a plan's explanation.
-const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
-  for (const EngineVerdict& v : plan.verdicts()) {
-    if (v.engine == engine) return &v;
-  }
-  return nullptr;
-}
+using test::verdict_of;
 
 bool score_mod(const Problem& p) {
   return p.softcap().has_value() || p.has(TensorId::bias) ||

@@ -12,16 +12,12 @@
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_tiles.h"
 #include "floe/floe.h"
+#include "support/plan_verdicts.h"
 
 namespace floe {
 namespace {
 
-const EngineVerdict* verdict_of(const Plan& plan, const std::string& engine) {
-  for (const EngineVerdict& v : plan.verdicts()) {
-    if (v.engine == engine) return &v;
-  }
-  return nullptr;
-}
+using test::verdict_of;
 
 bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
