@@ -2,20 +2,22 @@
 """Host time per call of floe.attention through PyTorch, beside torch's SDPA (flash backend).
 
     python3 bench/python_host.py [--device cuda|cpu] [--calls N] [--stub | --stub-execute]
-        [--host-d 64] [--breakdown]
+        [--host-d 64] [--breakdown] [--profile] [--cpu-time]
     python3 bench/python_host.py --kernel [--b 2 --hq 16 --hkv 4 --s 4096 --d 128 --causal]
 
 Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
 without a sync, the time divided by N, the best of three such loops (forward with no grad;
 forward + backward with grads).
 --stub replaces the launch by nothing (floe's Python path alone; works without a GPU): the
-whole of _ops._run (workspace, stream, the C++ call). --stub-execute replaces only the C++ call
-Plan.execute, so that the workspace allocation and the stream lookup are timed too.
+whole of _ops._run (workspace, stream, the C++ call) and the C++ calls Plan.run/Plan.execute.
+--stub-execute replaces only the C++ calls, so that the workspace allocation and the stream
+lookup are timed too. --cpu-time times with the thread's CPU time (a shared, loaded machine).
 The autograd floor is a Python autograd.Function that allocates its output and launches
 nothing, timed the same way: what any Python-registered op pays for autograd.grad (on a CUDA
 tensor the engine hands the backward to its device thread and waits); floe's own backward is
 roughly floe's forward+backward less the floor less floe's forward. --breakdown times the
-pieces of a call one by one (allocations, Plan.execute of each direction, key and lookup).
+pieces of a call one by one (allocations, Plan.run of each direction, key and lookup);
+--profile lists the CUDA runtime calls and kernels of a forward+backward (torch.profiler).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps), for comparison with `floe bench` on the same problem (the kernels must take the same
 time from Python as from C++).
@@ -31,6 +33,9 @@ import floe
 from floe import _ops
 
 
+_clock = time.perf_counter
+
+
 def per_call_us(fn, calls, sync, reps=3):
     """The best of reps loops of calls (the host is shared and noisy: one loop of the same
     code varied by 20% and more between loops on the H200's host)."""
@@ -39,10 +44,10 @@ def per_call_us(fn, calls, sync, reps=3):
     sync()
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = _clock()
         for _ in range(calls):
             fn()
-        t1 = time.perf_counter()
+        t1 = _clock()
         sync()
         best = min(best, 1e6 * (t1 - t0) / calls)
     return best
@@ -85,14 +90,13 @@ def kernel_times(args):
 
 def breakdown(args, q, k, v, d_o, sync):
     """The pieces of a call, each timed alone in a loop (per call, us)."""
-    opts = (None, None, 0, None, 0, False, "auto")
+    options = _ops._options(True, None, "top_left", None, None, False, "auto")
     with torch.no_grad():
-        o, lse = _ops._forward(q, k, v, None, None, None, None, *opts)
-        _ops._backward_impl(d_o, q, k, v, o, lse, None, None, None, None, *opts[:6], False,
-                            "auto", absent_empty=False)
-    fkey = _ops._forward_key(q, k, v, None, None, None, None, *opts, None)
+        o, lse, fkey = _ops._plain_forward(q, k, v, options, True)
+        _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)
     fplan = _ops._cache.lookup(fkey)
-    bplan = [p for p in _ops._cache._plans.values() if p is not fplan][-1]
+    bkey = (fkey, d_o.stride(), False)
+    bplan = _ops._cache.lookup(bkey)
     dev = q.device.type
     stream = torch.cuda.current_stream().cuda_stream if dev == "cuda" else 0
 
@@ -104,29 +108,69 @@ def breakdown(args, q, k, v, d_o, sync):
     fws, f_n, _fkeep = ws_for(fplan)
     bws, b_n, _bkeep = ws_for(bplan)
     dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
-    fptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()) + (0,) * 10
+    fptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr())
     bptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0, 0,
-             d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), 0, 0)
+             d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
     b, h, s, d = q.shape
     pieces = [
+        ("options (_ops._options, remembered)",
+         lambda: _ops._options(True, None, "top_left", None, None, False, "auto")),
+        ("forward key (the tuple of _plain_forward)", lambda: (
+            q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
+            v.stride(), None, q.device, k.device, v.device, None, options, True)),
+        ("forward key + plan cache lookup (_cache.lookup)", lambda: _ops._cache.lookup(
+            _ops._forward_key(q, k, v, None, None, None, None, options, None))),
         ("one output allocation (q.new_empty_strided)",
          lambda: q.new_empty_strided((b, h, s, d), (s * h * d, d, h * d, 1))),
         ("three gradient allocations (torch.empty_like)",
          lambda: (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))),
         (f"backward workspace allocation ({b_n} bytes)",
          lambda: q.new_empty(b_n, dtype=torch.uint8) if b_n else None),
-        ("forward key + plan cache lookup", lambda: _ops._cache.lookup(
-            _ops._forward_key(q, k, v, None, None, None, None, *opts, None))),
-        (f"forward Plan.execute ({fplan.engine}: the C++ call and its launches)",
-         lambda: fplan.execute(fptrs, fws, f_n, stream)),
-        (f"backward Plan.execute ({bplan.engine})",
-         lambda: bplan.execute(bptrs, bws, b_n, stream)),
+        (f"forward Plan.run ({fplan.engine}: the C++ call and its launches)",
+         lambda: fplan.run(fws, f_n, stream, *fptrs)),
+        (f"backward Plan.run ({bplan.engine})",
+         lambda: bplan.run(bws, b_n, stream, *bptrs)),
+        ("forward without autograd (_ops._plain_forward, no LSE)",
+         lambda: _ops._plain_forward(q, k, v, options, False)),
+        ("backward without autograd (_ops._plain_backward)",
+         lambda: _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)),
     ]
     if dev == "cuda":
         pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",
                        lambda: torch._C._cuda_getCurrentRawStream(0)))
     for name, fn in pieces:
         print(f"  {name}: {per_call_us(fn, args.calls, sync):.2f} us")
+
+
+def profile_launches(args, qg, kg, vg, d_o):
+    """The CUDA runtime calls of a forward+backward and their host time (torch.profiler, which
+    adds its own cost to each), and the kernels each direction launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def step():
+        out = floe.attention(qg, kg, vg, causal=True)
+        torch.autograd.grad(out, (qg, kg, vg), d_o)
+
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    n = 200
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        if e.key.startswith(("cuda", "cu")) or e.device_type.name == "CUDA" or e.key.startswith(
+                ("floe", "_EagerAttention")):
+            rows.append(e)
+    print(f"floe profile ({n} forward+backward calls, per call): runtime calls and kernels")
+    for e in sorted(rows, key=lambda e: -e.count):
+        per = e.count / n
+        cpu = e.cpu_time_total / max(e.count, 1)
+        dev_t = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0)) / max(e.count, 1)
+        print(f"  {e.key[:90]}: {per:.1f} per call, host {cpu:.2f} us each, device "
+              f"{dev_t:.2f} us each")
 
 
 def main():
@@ -145,16 +189,24 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--host-d", type=int, default=64, help="head dim of the host-time problem")
     ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with the thread's CPU time (a loaded machine), not the wall clock")
+    ap.add_argument("--profile", action="store_true",
+                    help="the CUDA runtime calls and kernels of a call (torch.profiler)")
     args = ap.parse_args()
     if args.kernel:
         kernel_times(args)
         return
     dev = args.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    if args.cpu_time:
+        global _clock
+        _clock = time.thread_time
     if args.stub:
         _ops._run = lambda plan, ptrs, q: None
-    if args.stub_execute:
+    if args.stub or args.stub_execute:
         floe._floe.Plan.execute = lambda plan, ptrs, workspace, workspace_size, stream: None
+        floe._floe.Plan.run = lambda plan, workspace, workspace_size, stream, *ptrs: None
         args.stub = True
     q, k, v = (torch.randn(1, 2, 128, args.host_d, device=dev, dtype=torch.bfloat16)
                for _ in range(3))
@@ -187,9 +239,27 @@ def main():
         torch.autograd.grad(Floor.apply(qg, kg, vg), (qg, kg, vg), d_o)
 
     floor = per_call_us(floor_both, args.calls // 2, sync)
+
+    class Floor1(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q):
+            return q.new_empty(q.shape)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    # One input, a Python Function against a C++ node (clone: one copy launched forward, the
+    # gradient passed through backward): what a C++ autograd node would save.
+    floor_py = per_call_us(lambda: torch.autograd.grad(Floor1.apply(qg), (qg,), d_o),
+                           args.calls // 2, sync)
+    floor_cc = per_call_us(lambda: torch.autograd.grad(qg.clone(), (qg,), d_o), args.calls // 2,
+                           sync)
     # "floe ..." first: scripts/gpu-check.sh keeps the lines that start with floe or torch.
     print(f"floe's own backward ~{both - fwd - floor:.1f} us beyond autograd's floor ({dev}: a "
           f"Python Function with one allocation and no launch, forward+backward {floor:.1f} us)")
+    print(f"floe floors, one input ({dev}): Python Function {floor_py:.1f} us, C++ node (clone) "
+          f"{floor_cc:.1f} us forward+backward")
     if dev == "cuda" and not args.stub:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -207,6 +277,8 @@ def main():
               f"(backward ~{tb - tf:.1f} us)")
     if args.breakdown:
         breakdown(args, q, k, v, d_o, sync)
+    if args.profile and dev == "cuda":
+        profile_launches(args, qg, kg, vg, d_o)
 
 
 if __name__ == "__main__":

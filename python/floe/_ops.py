@@ -8,7 +8,7 @@ straight to execute, with no validation again.
 """
 
 
-import collections
+import itertools
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -38,25 +38,29 @@ class _Refusal:
 
 
 class _PlanCache:
-    """A bounded LRU of built plans. The key holds every input of the plan, so a hit is safe."""
+    """A bounded LRU of built plans. The key holds every input of the plan, so a hit is safe.
+
+    Each entry is [plan, tick]: a hit finds it with one dict lookup (one hash of the key) and
+    stamps it with the next tick; an insertion past maxsize evicts the entries with the oldest
+    ticks (the least recently used), a scan that only a miss pays, next to a plan's build. (An
+    OrderedDict's move_to_end hashes and compares the key a second time per hit: ~0.5 us.)"""
 
     def __init__(self, maxsize: int = 512):
         self.maxsize = maxsize
         self.hits = 0
         self.misses = 0
-        self._plans: collections.OrderedDict = collections.OrderedDict()
+        self._plans: dict = {}
+        self._tick = itertools.count()
 
     def lookup(self, key):
         """The plan for key, None on a miss; a refusal raises again."""
-        plan = self._plans.get(key)
-        if plan is None:
+        entry = self._plans.get(key)
+        if entry is None:
             return None
         self.hits += 1
-        try:
-            self._plans.move_to_end(key)
-        except KeyError:  # evicted by another thread meanwhile; the plan is still good
-            pass
-        if type(plan) is _Refusal:
+        entry[1] = next(self._tick)
+        plan = entry[0]
+        if plan.__class__ is _Refusal:
             raise FloeError(plan.message)
         return plan
 
@@ -67,10 +71,14 @@ class _PlanCache:
             plan = build(*args)
         except FloeError as e:
             plan = _Refusal(e)
-        self._plans[key] = plan
-        while len(self._plans) > self.maxsize:
-            self._plans.popitem(last=False)
-        if type(plan) is _Refusal:
+        self._plans[key] = [plan, next(self._tick)]
+        excess = len(self._plans) - self.maxsize
+        if excess > 0:
+            # list(): a snapshot, atomic under the GIL, that another thread's insertion cannot
+            # change while it is sorted.
+            for old, _ in sorted(list(self._plans.items()), key=lambda kv: kv[1][1])[:excess]:
+                self._plans.pop(old, None)
+        if plan.__class__ is _Refusal:
             raise FloeError(plan.message)
         return plan
 
@@ -80,6 +88,10 @@ class _PlanCache:
 
 
 _cache = _PlanCache()
+# The per-call paths (_plain_forward, _plain_backward) do a hit's bookkeeping themselves, on
+# the LRU's own dict and clock (clear() empties the dict in place).
+_plans_get = _cache._plans.get
+_tick = _cache._tick
 
 
 class PlanCacheInfo(NamedTuple):
@@ -214,24 +226,22 @@ def _build_backward(q, k, v, o, d_o, lse, bias, sink, seq_len_q, seq_len_kv, dq,
 
 def _run(plan, ptrs, q: Tensor):
     """Executes plan with the workspace from torch's allocator, on the current stream of q's
-    device."""
+    device. ptrs: the addresses in TensorId order, as many as the problem's kind has (the ones
+    left out are 0)."""
     n = plan.workspace_bytes
-    # One pointer per TensorId; the dense ops pass none for the ragged and paged arrays.
-    ptrs = tuple(ptrs) + (0,) * (_N_TENSORS - len(ptrs))
     if q.is_cuda:
         index = q.get_device()
         ws = _like(index, torch.uint8).new_empty(n) if n else None
         if index != _current_device():
             with torch.cuda.device(index):
                 stream = torch.cuda.current_stream(index).cuda_stream
-                plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, stream)
+                plan.run(0 if ws is None else ws.data_ptr(), n, stream, *ptrs)
             return
-        plan.execute(ptrs, 0 if ws is None else ws.data_ptr(), n, _current_stream(index))
+        plan.run(0 if ws is None else ws.data_ptr(), n, _current_stream(index), *ptrs)
     else:
         # The CPU allocator aligns to 64 bytes; floe wants 256.
         ws = _like(-1, torch.uint8).new_empty(n + 256) if n else None
-        p = 0 if ws is None else (ws.data_ptr() + 255) & ~255
-        plan.execute(ptrs, p, n, 0)
+        plan.run(0 if ws is None else (ws.data_ptr() + 255) & ~255, n, 0, *ptrs)
 
 
 def _current_stream(index: int) -> int:
@@ -288,19 +298,18 @@ def _extras(bias, sink, seq_len_q, seq_len_kv):
     return (_meta(bias), _meta(sink), _meta(seq_len_q), _meta(seq_len_kv))
 
 
-def _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left, right,
-                 deterministic, engine, o, stats=True):
+def _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, options, o, stats=True):
     # o's strides only where the caller gives o: floe's own o and lse follow from q and v.
     # Devices as torch.device (type and index; get_device() is -1 for the CPU and for meta, and
     # the same ordinal for CUDA and other device types): a plan of one never serves another.
+    # options: (scale, softcap, align, left, right, deterministic, engine), one tuple (the
+    # eager path passes its own on, and _plain_forward builds this same key).
     return (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
-            v.stride(), None if o is None else o.stride(), q.device, k.device,
-            v.device, _extras(bias, sink, seq_len_q, seq_len_kv), scale, softcap, align,
-            left, right, deterministic, engine, stats)
+            v.stride(), None if o is None else o.stride(), q.device, k.device, v.device,
+            _extras(bias, sink, seq_len_q, seq_len_kv), options, stats)
 
 
-def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
-                 right, deterministic, engine, o, stats=True):
+def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, options, o, stats=True):
     """(o, lse); with stats=False the plan writes no LSE and lse is None (one allocation
     fewer per call for a forward with no gradient that does not return the LSE: 15.6 -> 12.6 us
     on the H200's host)."""
@@ -315,12 +324,12 @@ def _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap
         lse = None
     if plan is None:
         plan = _cache.add(key, _build_forward, q, k, v, o, lse, bias, sink, seq_len_q,
-                          seq_len_kv, scale, softcap, align, left, right, deterministic, engine)
+                          seq_len_kv, *options)
     _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                 0 if lse is None else lse.data_ptr(),
                 0 if bias is None else bias.data_ptr(), 0 if sink is None else sink.data_ptr(),
                 0 if seq_len_q is None else seq_len_q.data_ptr(),
-                0 if seq_len_kv is None else seq_len_kv.data_ptr(), 0, 0, 0, 0, 0, 0), q)
+                0 if seq_len_kv is None else seq_len_kv.data_ptr()), q)
     return o, lse
 
 
@@ -328,10 +337,46 @@ def _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, 
              deterministic, engine, o=None, stats=True):
     """The forward on real tensors: (o, lse), lse None with stats=False. o may be given (any
     layout)."""
-    key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align, left,
-                       right, deterministic, engine, o, stats)
-    return _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, scale, softcap, align,
-                        left, right, deterministic, engine, o, stats)
+    options = (scale, softcap, align, left, right, deterministic, engine)
+    key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, options, o, stats)
+    return _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, options, o, stats)
+
+
+def _plain_forward(q, k, v, options, stats):
+    """_forward for the eager calls with no bias, sink or lengths, in one function: (o, lse or
+    None, the plan's key). The key is _forward_key's; a hit does the LRU's bookkeeping here;
+    the launch passes five addresses. (Host time per call: every Python call, tuple and
+    attribute read counts; see bench/python_host.py.)"""
+    qs, vs = q.shape, v.shape
+    key = (q.dtype, k.dtype, v.dtype, qs, k.shape, vs, q.stride(), k.stride(), v.stride(), None,
+           q.device, k.device, v.device, None, options, stats)
+    entry = _plans_get(key)
+    if entry is not None and entry[0].__class__ is not _Refusal:
+        _cache.hits += 1
+        entry[1] = next(_tick)
+        plan = entry[0]
+    else:
+        plan = _cache.lookup(key)  # a refusal raises here
+    b, h_q, s_q, _ = qs
+    d_v = vs[3]
+    # o laid out as [B, Sq, Hq, Dv] (_new_o).
+    o = q.new_empty_strided((b, h_q, s_q, d_v), (s_q * h_q * d_v, d_v, h_q * d_v, 1))
+    cuda = q.is_cuda
+    index = q.get_device() if cuda else -1
+    if stats:
+        lse = _like(index, torch.float32).new_empty_strided((b, h_q, s_q), (h_q * s_q, s_q, 1))
+        lse_ptr = lse.data_ptr()
+    else:
+        lse, lse_ptr = None, 0
+    if plan is None:
+        plan = _cache.add(key, _build_forward, q, k, v, o, lse, None, None, None, None, *options)
+    n = plan.workspace_bytes
+    if cuda and not n and index == _current_device():
+        plan.run(0, 0, _current_stream(index), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                 o.data_ptr(), lse_ptr)
+    else:
+        _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse_ptr), q)
+    return o, lse, key
 
 
 @torch.library.custom_op("floe::fwd", mutates_args=())
@@ -488,32 +533,77 @@ def _mask(causal, window, align):
     return a, left, right
 
 
-def _prepare(q, k, v, causal, window, bias, enable_gqa, align):
+def _options(causal, window, align, scale, softcap, deterministic, engine):
+    """The plan's options from the user's: (scale, softcap, align code, left, right,
+    deterministic, engine). The common calls (no window, scale or softcap) are remembered."""
+    simple = window is None and scale is None and softcap is None
+    if simple:
+        options = _SIMPLE_OPTIONS.get((causal, align, deterministic, engine))
+        if options is not None:
+            return options
+    a, left, right = _mask(causal, window, align)
+    options = (None if scale is None else float(scale), None if softcap is None else float(softcap),
+               a, left, right, bool(deterministic), engine)
+    if simple and type(engine) is str:
+        if len(_SIMPLE_OPTIONS) > 64:  # bounded: engine names are few, but any str is taken
+            _SIMPLE_OPTIONS.clear()
+        _SIMPLE_OPTIONS[(causal, align, deterministic, engine)] = options
+    return options
+
+
+_SIMPLE_OPTIONS = {}
+
+
+def _prepare(q, k, v, bias, enable_gqa):
+    """Checks the ranks and GQA; returns bias broadcast to rank 4 as SDPA's attn_mask."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         _shape7(q, k, v)  # raises, naming the tensor
-    if not enable_gqa and q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]:
+    if not enable_gqa and q.shape[1] != k.shape[1]:
         raise FloeError(
             f"invalid problem: tensor 'k' dims[1]: is {k.shape[1]}, must be q's ({q.shape[1]}) "
             "with enable_gqa=False"
         )
-    if bias is not None and q.dim() == 4 and k.dim() == 4:
+    if bias is not None:
         # Lower-rank biases broadcast like SDPA's attn_mask; size-1 query or key dims are
         # expanded (a view with stride 0; autograd sums their gradient).
         if bias.dim() < 4:
             bias = bias[(None,) * (4 - bias.dim())]
         if bias.dim() == 4 and (bias.shape[2] != q.shape[2] or bias.shape[3] != k.shape[2]):
             bias = bias.expand(bias.shape[0], bias.shape[1], q.shape[2], k.shape[2])
-    return (bias,) + _mask(causal, window, align)
+    return bias
 
 
 def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, options,
-                    engine, bias_grad):
+                    bias_grad):
     """_backward_impl for the eager path, where o and lse are the forward's own: the plan is
-    keyed by the forward's key and d_o, and absent gradients are None, not empty tensors."""
+    keyed by the forward's key and d_o's strides, and absent gradients are None, not empty
+    tensors. (autograd hands a backward the gradient of its output in that output's shape,
+    dtype and device: it casts or refuses any other. Strides are all that the key lacks.)"""
     d_o = _dense_d_o(d_o)
-    key = (fwd_key, d_o.dtype, d_o.shape, d_o.stride(), d_o.device, bias_grad)
+    key = (fwd_key, d_o.stride(), bias_grad)
     return _backward_run(key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv,
-                         bias_grad, options, engine)
+                         bias_grad, options[:6], options[6])
+
+
+def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
+    """_eager_backward with no bias, sink or lengths, in one function: (dq, dk, dv)."""
+    if d_o.stride(-1) != 1:
+        d_o = d_o.contiguous()  # _dense_d_o
+    key = (fwd_key, d_o.stride(), False)
+    entry = _plans_get(key)
+    if entry is not None and entry[0].__class__ is not _Refusal:
+        _cache.hits += 1
+        entry[1] = next(_tick)
+        plan = entry[0]
+    else:
+        plan = _cache.lookup(key)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if plan is None:
+        plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, None, None, None, None,
+                          dq, dk, dv, None, None, *options)
+    _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0,
+                0, d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()), q)
+    return dq, dk, dv
 
 
 class _EagerAttention(torch.autograd.Function):
@@ -526,11 +616,12 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, sink, seq_len_q, seq_len_kv, options, return_lse):
         # options: (scale, softcap, align, left, right, deterministic, engine)
-        key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, *options, None)
-        o, lse = _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, *options, None)
         if bias is None and sink is None and seq_len_q is None and seq_len_kv is None:
+            o, lse, key = _plain_forward(q, k, v, options, True)
             ctx.save_for_backward(q, k, v, o, lse)
         else:
+            key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, options, None)
+            o, lse = _forward_run(key, q, k, v, bias, sink, seq_len_q, seq_len_kv, options, None)
             ctx.save_for_backward(q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv)
         ctx.key = key
         ctx.options = options
@@ -547,29 +638,30 @@ class _EagerAttention(torch.autograd.Function):
         saved = ctx.saved_tensors
         if d_o is None:  # not materialized with return_lse (see forward): o's gradient is zero
             d_o = torch.zeros_like(saved[3])
-        options = ctx.options
         if len(saved) == 5:
             q, k, v, o, lse = saved
-            dq, dk, dv, _, _ = _eager_backward(ctx.key, d_o, q, k, v, o, lse, None, None, None,
-                                               None, options[:6], options[6], False)
+            dq, dk, dv = _plain_backward(ctx.key, d_o, q, k, v, o, lse, ctx.options)
             return dq, dk, dv, None, None, None, None, None, None
         q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv = saved
         needs = ctx.needs_input_grad
         bias_grad = bias is not None and needs[3]
         dq, dk, dv, dbias, dsink = _eager_backward(
-            ctx.key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, options[:6],
-            options[6], bias_grad)
+            ctx.key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_len_kv, ctx.options,
+            bias_grad)
         return (dq, dk, dv, dbias, dsink if needs[4] else None, None, None, None, None)
 
 
 def _eager(q: Tensor) -> bool:
     """True where the custom op's dispatch can be skipped: plain tensors, no tracing, no mode
-    (torch.compile, export, fake and meta tensors and dispatch modes all see floe::fwd)."""
-    return (not torch.compiler.is_compiling() and type(q) is Tensor and not q.is_meta
+    (torch.compile, export, fake and meta tensors and dispatch modes all see floe::fwd).
+    torch.compiler.is_compiling first: under dynamo nothing after it is traced."""
+    return (not _is_compiling() and type(q) is Tensor and not q.is_meta
             and _dispatch_stack_len() == 0)
 
 
 _dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
@@ -593,21 +685,30 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
 
     Gradients flow to q, k, v, bias and sink. floe's refusals raise floe.FloeError.
     """
-    bias, a, left, right = _prepare(q, k, v, causal, window, bias, enable_gqa, align)
-    args = (q, k, v, bias, sink, seq_len_q, seq_len_kv, None if scale is None else float(scale),
-            None if softcap is None else float(softcap), a, left, right, bool(deterministic),
-            engine)
+    options = _options(causal, window, align, scale, softcap, deterministic, engine)
+    return_lse = bool(return_lse)
+    # The common eager call (no bias, sink or lengths; plain tensors, no tracing, no mode) in
+    # as few Python steps as possible: the same plans and launches as the custom op's
+    # (tests/python: test_fast_path_matches_dispatcher).
+    if (bias is None and sink is None and seq_len_q is None and seq_len_kv is None
+            and not _is_compiling() and type(q) is Tensor and not q.is_meta
+            and _dispatch_stack_len() == 0 and q.dim() == 4 and k.dim() == 4 and v.dim() == 4
+            and (enable_gqa or q.shape[1] == k.shape[1])):
+        if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            return _EagerAttention.apply(q, k, v, None, None, None, None, options, return_lse)
+        o, lse, _ = _plain_forward(q, k, v, options, return_lse)
+        return (o, lse) if return_lse else o
+    bias = _prepare(q, k, v, bias, enable_gqa)
     if _eager(q):
-        if torch.is_grad_enabled() and (
+        if _grad_enabled() and (
                 q.requires_grad or k.requires_grad or v.requires_grad
                 or (bias is not None and bias.requires_grad)
                 or (sink is not None and sink.requires_grad)):
-            return _EagerAttention.apply(q, k, v, bias, sink, seq_len_q, seq_len_kv, args[7:],
-                                         bool(return_lse))
-        else:
-            o, lse = _forward(*args, None, return_lse)
+            return _EagerAttention.apply(q, k, v, bias, sink, seq_len_q, seq_len_kv, options,
+                                         return_lse)
+        o, lse = _forward(q, k, v, bias, sink, seq_len_q, seq_len_kv, *options, None, return_lse)
     else:
-        o, lse = torch.ops.floe.fwd(*args)
+        o, lse = torch.ops.floe.fwd(q, k, v, bias, sink, seq_len_q, seq_len_kv, *options)
     return (o, lse) if return_lse else o
 
 
@@ -630,9 +731,9 @@ def explain(q: Tensor, k: Tensor, v: Tensor, *, backward: bool = False, causal=F
     and each engine's verdict. Invalid problems raise FloeError (tensor, field, rule).
     arch (80, 86, 89, 90): plan for that GPU architecture instead of the tensors' device, with
     no GPU needed (tensors may be on the CPU or the meta device)."""
-    bias, a, left, right = _prepare(q, k, v, causal, window, bias, enable_gqa, align)
-    scale = None if scale is None else float(scale)
-    softcap = None if softcap is None else float(softcap)
+    scale, softcap, a, left, right, _, _ = _options(causal, window, align, scale, softcap,
+                                                    deterministic, engine)
+    bias = _prepare(q, k, v, bias, enable_gqa)
     # Only the strides of the outputs matter here: they are made on the meta device.
     o = _new_o(q.to("meta"), v.to("meta"))
     lse = _new_lse(q.to("meta"))

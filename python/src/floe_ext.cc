@@ -165,7 +165,28 @@ NB_MODULE(_floe, m) {
             }
             if (!st) raise(st);
           },
-          nb::arg("ptrs"), nb::arg("workspace"), nb::arg("workspace_size"), nb::arg("stream"));
+          nb::arg("ptrs"), nb::arg("workspace"), nb::arg("workspace_size"), nb::arg("stream"))
+      // The same with the addresses as trailing positional ints in TensorId order (q, k, v, o,
+      // stats, ...; the ones not given are 0): the torch layer's per-call path, which then
+      // builds no tuple of 18 and nanobind converts no sequence (host time per call).
+      .def("run", [](const floe::Plan& plan, uintptr_t workspace, size_t workspace_size,
+                     uintptr_t stream, nb::args ptrs) {
+        const size_t n = ptrs.size();
+        if (n > static_cast<size_t>(floe::kTensorCount)) {
+          throw std::invalid_argument("floe: more addresses than tensors");
+        }
+        floe::Arguments args;
+        for (size_t i = 0; i < n; ++i) {
+          args.ptr[i] = reinterpret_cast<void*>(nb::cast<uintptr_t>(ptrs[i]));
+        }
+        floe::Status st;
+        {
+          nb::gil_scoped_release release;
+          st = plan.execute(args, reinterpret_cast<void*>(workspace), workspace_size,
+                            reinterpret_cast<floe::Stream>(stream));
+        }
+        if (!st) raise(st);
+      });
 
   // device: -1 for the CPU (reference engine), else the CUDA ordinal; arch: see target_for.
   m.def(

@@ -585,6 +585,66 @@ def test_meta_tensors_give_meta_outputs():
     assert o.device.type == "meta" and o.shape == q.shape and lse.shape == (2, 4, 64)
 
 
+def test_plan_cache_evicts_the_least_recently_used():
+    # A hit makes its plan the most recent: with room for two, A B A C evicts B, not A.
+    floe.clear_plan_cache(maxsize=2)
+    try:
+        k, v = (rand(1, 2, 8, 64, requires_grad=False) for _ in range(2))
+        a, b, c = (rand(1, 2, s, 64, requires_grad=False) for s in (5, 6, 7))
+        for q in (a, b, a, c):
+            floe.attention(q, k, v)
+        assert floe.plan_cache_info()[:3] == (1, 3, 2)
+        floe.attention(a, k, v)  # kept
+        assert floe.plan_cache_info().misses == 3
+        floe.attention(b, k, v)  # evicted
+        assert floe.plan_cache_info().misses == 4
+    finally:
+        floe.clear_plan_cache(maxsize=512)
+
+
+FAST_CASES = [
+    dict(causal=True),
+    dict(causal="bottom_right", window=(7, None), scale=0.3),
+    dict(softcap=20.0, deterministic=True),
+    dict(window=(5, 3), align="bottom_right"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", range(len(FAST_CASES)))
+def test_fast_path_matches_dispatcher(device, case, monkeypatch):
+    # Eager floe.attention skips the dispatcher (no bias, sink or lengths: _plain_forward and
+    # _plain_backward; with a sink: the eager Function's general path); torch.compile and the
+    # modes go through torch.ops.floe.fwd/bwd. Both must give the same outputs and gradients,
+    # bitwise, on GQA and strided views, with and without the LSE.
+    torch.manual_seed(70 + case)
+    kw = FAST_CASES[case]
+    calls = []
+    for name in ("_plain_forward", "_plain_backward"):
+        real = getattr(_ops, name)
+        monkeypatch.setattr(_ops, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
+    qkv = rand(2, 24, 3, 4, 64, device=device)  # [B, S, 3, H, D]: strided views, no copy
+    q = qkv[:, :, 0].transpose(1, 2)
+    k, v = (rand(2, 2, 24, 64, device=device) for _ in range(2))  # GQA 4:2
+    options = _ops._options(kw.get("causal", False), kw.get("window"),
+                            kw.get("align", "top_left"), kw.get("scale"), kw.get("softcap"),
+                            kw.get("deterministic", False), "auto")
+    for extra in ({}, {"sink": torch.randn(4, device=device, requires_grad=True)}):
+        calls.clear()
+        o, lse = floe.attention(q, k, v, return_lse=True, **kw, **extra)
+        o_op, lse_op = torch.ops.floe.fwd(q, k, v, None, extra.get("sink"), None, None, *options)
+        assert torch.equal(o, o_op) and torch.equal(lse, lse_op)
+        with torch.no_grad():
+            assert torch.equal(floe.attention(q, k, v, **kw, **extra), o)
+        d_o = torch.randn_like(o)
+        inputs = (qkv, k, v) + tuple(extra.values())
+        eager = torch.autograd.grad(o, inputs, d_o)
+        op = torch.autograd.grad(o_op, inputs, d_o)
+        for g, h in zip(eager, op):
+            assert torch.equal(g, h)
+        assert calls == ([] if extra else ["_plain_forward", "_plain_forward", "_plain_backward"])
+
+
 def test_cache_hit_does_not_validate_again(monkeypatch):
     from floe import _ops
 
