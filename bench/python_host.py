@@ -142,7 +142,7 @@ def breakdown(args, q, k, v, d_o, sync):
         print(f"  {name}: {per_call_us(fn, args.calls, sync):.2f} us")
 
 
-def profile_launches(args, qg, kg, vg, d_o):
+def profile_launches(args, qg, kg, vg, d_o, sync):
     """The CUDA runtime calls of a forward+backward and their host time (torch.profiler, which
     adds its own cost to each), and the kernels each direction launches."""
     from torch.profiler import ProfilerActivity, profile
@@ -153,12 +153,13 @@ def profile_launches(args, qg, kg, vg, d_o):
 
     for _ in range(20):
         step()
-    torch.cuda.synchronize()
-    n = 200
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    sync()
+    n = 100
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if qg.is_cuda else [])
+    with profile(activities=acts) as prof:
         for _ in range(n):
             step()
-        torch.cuda.synchronize()
+        sync()
     rows = []
     for e in prof.key_averages():
         if e.key.startswith(("cuda", "cu")) or e.device_type.name == "CUDA" or e.key.startswith(
@@ -189,6 +190,7 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--host-d", type=int, default=64, help="head dim of the host-time problem")
     ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--no-sdpa", action="store_true", help="leave out torch's SDPA flash")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with the thread's CPU time (a loaded machine), not the wall clock")
     ap.add_argument("--profile", action="store_true",
@@ -260,7 +262,7 @@ def main():
           f"Python Function with one allocation and no launch, forward+backward {floor:.1f} us)")
     print(f"floe floors, one input ({dev}): Python Function {floor_py:.1f} us, C++ node (clone) "
           f"{floor_cc:.1f} us forward+backward")
-    if dev == "cuda" and not args.stub:
+    if dev == "cuda" and not args.stub and not args.no_sdpa:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -277,8 +279,8 @@ def main():
               f"(backward ~{tb - tf:.1f} us)")
     if args.breakdown:
         breakdown(args, q, k, v, d_o, sync)
-    if args.profile and dev == "cuda":
-        profile_launches(args, qg, kg, vg, d_o)
+    if args.profile:
+        profile_launches(args, qg, kg, vg, d_o, sync)
 
 
 if __name__ == "__main__":
