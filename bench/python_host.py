@@ -5,9 +5,10 @@
         [--host-d 64] [--breakdown] [--profile] [--cpu-time]
     python3 bench/python_host.py --kernel [--b 2 --hq 16 --hkv 4 --s 4096 --d 128 --causal]
 
-Tiny problems, so that the GPU keeps up and the loop measures the host: N calls queued
-without a sync, the time divided by N, the best of three such loops (forward with no grad;
-forward + backward with grads).
+Tiny problems, timed two ways: each call alone, the GPU synchronized before it outside the
+timed region (the median over N calls: the host cost of a call, with no queue behind it), and
+N calls queued without a sync, the time divided by N, the best of three such loops (what a
+loop achieves; where the kernels take longer than the host, this measures the GPU).
 --stub replaces the launch by nothing (floe's Python path alone; works without a GPU): the
 whole of _ops._run (workspace, stream, the C++ call) and the C++ calls Plan.run/Plan.execute.
 --stub-execute replaces only the C++ calls, so that the workspace allocation and the stream
@@ -51,6 +52,24 @@ def per_call_us(fn, calls, sync, reps=3):
         sync()
         best = min(best, 1e6 * (t1 - t0) / calls)
     return best
+
+
+def alone_us(fn, calls, sync):
+    """The median host time of one call made with the GPU idle (synchronized before it, outside
+    the timed region): what the call itself costs the host, with no queue behind it. A loop of
+    queued calls (per_call_us) measures the GPU instead wherever the kernels take longer than
+    the host (the host-time problem's forward kernel takes ~9 us on the H200)."""
+    for _ in range(20):
+        fn()
+    times = []
+    for _ in range(calls):
+        sync()
+        t0 = _clock()
+        fn()
+        times.append(_clock() - t0)
+    sync()
+    times.sort()
+    return 1e6 * times[len(times) // 2]
 
 
 def kernel_times(args):
@@ -139,7 +158,8 @@ def breakdown(args, q, k, v, d_o, sync):
         pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",
                        lambda: torch._C._cuda_getCurrentRawStream(0)))
     for name, fn in pieces:
-        print(f"  {name}: {per_call_us(fn, args.calls, sync):.2f} us")
+        print(f"  {name}: {alone_us(fn, args.calls, sync):.2f} us alone, "
+              f"{per_call_us(fn, args.calls, sync):.2f} us queued")
 
 
 def profile_launches(args, qg, kg, vg, d_o, sync):
@@ -213,20 +233,16 @@ def main():
     q, k, v = (torch.randn(1, 2, 128, args.host_d, device=dev, dtype=torch.bfloat16)
                for _ in range(3))
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    with torch.no_grad():
-        fwd = per_call_us(lambda: floe.attention(q, k, v, causal=True), args.calls, sync)
     o = floe.attention(qg, kg, vg, causal=True)
     d_o = torch.ones_like(o)
+
+    def fwd_nograd():
+        with torch.no_grad():
+            floe.attention(q, k, v, causal=True)
 
     def fwd_bwd():
         out = floe.attention(qg, kg, vg, causal=True)
         torch.autograd.grad(out, (qg, kg, vg), d_o)
-
-    both = per_call_us(fwd_bwd, args.calls // 2, sync)
-    stub = (", launch stubbed (Plan.execute)" if args.stub_execute
-            else ", launch stubbed" if args.stub else "")
-    print(f"floe ({dev}{stub}): forward {fwd:.1f} us, forward+backward {both:.1f} us "
-          f"(backward ~{both - fwd:.1f} us)")
 
     class Floor(torch.autograd.Function):
         @staticmethod
@@ -237,11 +253,6 @@ def main():
         def backward(ctx, g):
             return g, g, g
 
-    def floor_both():
-        torch.autograd.grad(Floor.apply(qg, kg, vg), (qg, kg, vg), d_o)
-
-    floor = per_call_us(floor_both, args.calls // 2, sync)
-
     class Floor1(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q):
@@ -251,32 +262,64 @@ def main():
         def backward(ctx, g):
             return g
 
-    # One input, a Python Function against a C++ node (clone: one copy launched forward, the
-    # gradient passed through backward): what a C++ autograd node would save.
-    floor_py = per_call_us(lambda: torch.autograd.grad(Floor1.apply(qg), (qg,), d_o),
-                           args.calls // 2, sync)
-    floor_cc = per_call_us(lambda: torch.autograd.grad(qg.clone(), (qg,), d_o), args.calls // 2,
-                           sync)
-    # "floe ..." first: scripts/gpu-check.sh keeps the lines that start with floe or torch.
-    print(f"floe's own backward ~{both - fwd - floor:.1f} us beyond autograd's floor ({dev}: a "
-          f"Python Function with one allocation and no launch, forward+backward {floor:.1f} us)")
-    print(f"floe floors, one input ({dev}): Python Function {floor_py:.1f} us, C++ node (clone) "
-          f"{floor_cc:.1f} us forward+backward")
-    if dev == "cuda" and not args.stub and not args.no_sdpa:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    n = args.calls
+    rows = {}
+    for mode, timer in (("alone", alone_us), ("queued", per_call_us)):
+        r = rows[mode] = {}
+        r["fwd"] = timer(fwd_nograd, n, sync)
+        r["fwd_grad"] = timer(lambda: floe.attention(qg, kg, vg, causal=True), n, sync)
+        r["both"] = timer(fwd_bwd, n // 2, sync)
+        r["floor"] = timer(lambda: torch.autograd.grad(Floor.apply(qg, kg, vg), (qg, kg, vg),
+                                                       d_o), n // 2, sync)
+        # One input, a Python Function against a C++ node (clone: one copy launched forward,
+        # the gradient passed through backward): what a C++ autograd node would save.
+        r["floor_py"] = timer(lambda: torch.autograd.grad(Floor1.apply(qg), (qg,), d_o),
+                              n // 2, sync)
+        r["floor_cc"] = timer(lambda: torch.autograd.grad(qg.clone(), (qg,), d_o), n // 2, sync)
+        if dev == "cuda" and not args.stub:
+            # floe's Python and autograd path with its C++ calls (execute: checks, TMA
+            # descriptors, launches) replaced by nothing.
+            run, execute = floe._floe.Plan.run, floe._floe.Plan.execute
+            floe._floe.Plan.run = lambda plan, workspace, workspace_size, stream, *ptrs: None
+            floe._floe.Plan.execute = lambda plan, ptrs, workspace, size, stream: None
+            try:
+                r["fwd_nolaunch"] = timer(fwd_nograd, n, sync)
+                r["both_nolaunch"] = timer(fwd_bwd, n // 2, sync)
+            finally:
+                floe._floe.Plan.run, floe._floe.Plan.execute = run, execute
+        if dev == "cuda" and not args.stub and not args.no_sdpa:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            with torch.no_grad():
-                tf = per_call_us(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                 args.calls, sync)
+            def sdpa_fwd():
+                with torch.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
             def sdpa_both():
                 out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
                 torch.autograd.grad(out, (qg, kg, vg), d_o)
 
-            tb = per_call_us(sdpa_both, args.calls // 2, sync)
-        print(f"torch SDPA flash: forward {tf:.1f} us, forward+backward {tb:.1f} us "
-              f"(backward ~{tb - tf:.1f} us)")
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                r["sdpa_fwd"] = timer(sdpa_fwd, n, sync)
+                r["sdpa_both"] = timer(sdpa_both, n // 2, sync)
+    stub = (", launch stubbed (Plan.execute)" if args.stub_execute
+            else ", launch stubbed" if args.stub else "")
+    # "floe ..." and "torch ..." first: scripts/gpu-check.sh keeps those lines.
+    for mode, r in rows.items():
+        how = ("each call alone, the GPU idle before it (median)" if mode == "alone" else
+               "calls queued without a sync (best loop)")
+        print(f"floe ({dev}{stub}; {how}): forward {r['fwd']:.1f} us, forward with grad "
+              f"{r['fwd_grad']:.1f} us, forward+backward {r['both']:.1f} us (backward "
+              f"~{r['both'] - r['fwd_grad']:.1f} us); own backward ~"
+              f"{r['both'] - r['fwd'] - r['floor']:.1f} us beyond autograd's floor")
+        print(f"floe floors ({mode}): a Python Function with one allocation and no launch, 3 "
+              f"inputs, forward+backward {r['floor']:.1f} us; one input: Python Function "
+              f"{r['floor_py']:.1f} us, C++ node (clone) {r['floor_cc']:.1f} us")
+        if "fwd_nolaunch" in r:
+            print(f"floe without its C++ calls ({mode}): forward {r['fwd_nolaunch']:.1f} us, "
+                  f"forward+backward {r['both_nolaunch']:.1f} us")
+        if "sdpa_fwd" in r:
+            print(f"torch SDPA flash ({mode}): forward {r['sdpa_fwd']:.1f} us, forward+backward "
+                  f"{r['sdpa_both']:.1f} us (backward ~{r['sdpa_both'] - r['sdpa_fwd']:.1f} us)")
     if args.breakdown:
         breakdown(args, q, k, v, d_o, sync)
     if args.profile:
