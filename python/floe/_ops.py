@@ -75,8 +75,13 @@ class _PlanCache:
         excess = len(self._plans) - self.maxsize
         if excess > 0:
             # list(): a snapshot, atomic under the GIL, that another thread's insertion cannot
-            # change while it is sorted.
-            for old, _ in sorted(list(self._plans.items()), key=lambda kv: kv[1][1])[:excess]:
+            # change while it is scanned. One over (the usual case): one pass, no sort.
+            entries = list(self._plans.items())
+            if excess == 1:
+                oldest = [min(entries, key=lambda kv: kv[1][1])]
+            else:
+                oldest = sorted(entries, key=lambda kv: kv[1][1])[:excess]
+            for old, _ in oldest:
                 self._plans.pop(old, None)
         if plan.__class__ is _Refusal:
             raise FloeError(plan.message)

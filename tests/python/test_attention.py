@@ -602,6 +602,22 @@ def test_plan_cache_evicts_the_least_recently_used():
         floe.clear_plan_cache(maxsize=512)
 
 
+def test_plan_cache_evicts_oldest_first_when_shrunk():
+    # Several over the bound at once (maxsize lowered on a full cache): the oldest ticks go.
+    c = _ops._PlanCache(maxsize=4)
+    for key in "abcd":
+        c.add(key, lambda k=key: k.upper())
+    assert c.lookup("a") == "A" and c.lookup("c") == "C"  # b and d are now the oldest
+    c.maxsize = 2
+    c.add("e", lambda: "E")
+    assert sorted(c._plans) == ["c", "e"]
+    with pytest.raises(floe.FloeError, match="no"):
+        c.add("f", lambda: (_ for _ in ()).throw(floe.FloeError("no")))
+    with pytest.raises(floe.FloeError, match="no"):  # the refusal is kept and raised again
+        c.lookup("f")
+    assert sorted(c._plans) == ["e", "f"]
+
+
 FAST_CASES = [
     dict(causal=True),
     dict(causal="bottom_right", window=(7, None), scale=0.3),
