@@ -199,6 +199,12 @@ std::vector<BenchProblem> serving_problems() {
       for (int64_t s_q : {1, 4}) out.push_back(paged_decode(b, s_q, s_kv, page));
     }
   }
+  // The rest of SERVING.md §0's decode shapes (cuDNN dense: B 1 S 32k 3.30 TB/s, B 1 S 128k
+  // 4.15, B 8 S 8k 3.82, B 128 S 16k 4.46), page 16, one query.
+  for (const auto& [b, s_kv] :
+       {std::pair<int64_t, int64_t>{1, 32768}, {1, 131072}, {8, 8192}, {128, 16384}}) {
+    out.push_back(paged_decode(b, 1, s_kv, 16));
+  }
   return out;
 }
 
