@@ -44,8 +44,9 @@ int64_t m_tiles_of(const Facts& f) {
   return ceil_div(f.s_q * f.group, kBlockM);
 }
 
-// Splits for the envelope: the smallest count whose last wave keeps the GPU >= 85% as busy as
-// the best count would (FA3's rule), at least kMinSplitTiles tiles a split.
+// Splits for the envelope: the smallest count whose last wave keeps the GPU >= 95% as busy as
+// the best count would (FA3's rule, at 95%: a wave of 2 CTAs an SM on all but a few SMs), at least
+// kMinSplitTiles tiles a split.
 int64_t pick_splits(const Facts& f, const Target& target) {
   if (f.split_tokens > 0) return ceil_div(f.s_kv, f.split_tokens);
   const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk)) + 1024;
@@ -64,7 +65,7 @@ int64_t pick_splits(const Facts& f, const Target& target) {
     best = std::max(best, eff[n]);
   }
   for (int64_t n = 1; n <= limit; ++n) {
-    if (eff[n] >= 0.85 * best) return n;
+    if (eff[n] >= 0.95 * best) return n;
   }
   return 1;
 }
