@@ -1,26 +1,30 @@
-#!/ usr / bin / env bash
-#The decode helper's one device call (Session 7): runs binaries built elsewhere (a tree with
-#FLOE_KERNELS = ci, archs 80; 90a) from BIN : the decode and merge GPU tests, the forward battery
-#pinned to decode(the cases it declines are skipped), and the serving bench
-#group(paged decodes, forward); tars the logs into $OUT / decode - logs.tgz.
+#!/usr/bin/env bash
+# The decode helper's one device call (Session 7): runs binaries built elsewhere (a tree with
+# FLOE_KERNELS=ci, archs 80;90a) from BIN: the decode and merge GPU tests, the serving bench
+# group (paged decodes, forward) and the forward battery pinned to decode (the cases it
+# declines are skipped); tars the logs into $OUT/decode-logs.tgz.
 #
-#scripts / decode - device - check.sh BIN
-set - u bin = ${1 : ? usage : decode - device - check.sh BIN} logs =
-${OUT : - / tmp} / logs mkdir - p "$logs" summary =
-    $logs / summary.txt step(){
-                local name = $1 limit = $2 shift 2 local t0 =
-                    $(date + % s.% N) timeout
-                    "$limit"
-                    "$@" > "$logs/$name.txt" 2 > & 1 local rc = $
-                ? echo "$name rc=$rc seconds=$(echo " $(date + % s.% N) - $t0 " | bc)" >>
-                      "$summary" } nvidia - smi - L >
-                  "$logs/smi.txt" 2 > & 1 step decode_test 45 "$bin/decode_test" step
-                                              merge_test 10 "$bin/merge_test" step
-                                                  bench_serving 60 "$bin/floe" bench-- group
-                                                      serving-- direction
-                                                          fwd-- warmups 2 --calls 10 --budget -
-                                          ms 300 --json "$logs/serving.json" FLOE_ENGINE =
-                      decode FLOE_DIRECTIONS = fwd FLOE_FAILURE_DIR = "$logs/battery_failures" step
-                          battery_decode 25 "$bin/battery_test" --gtest_filter =
-                              Battery.Forward tar czf "${OUT:-/tmp}/decode-logs.tgz" - C
-                              "${OUT:-/tmp}" logs cat "$summary"
+#   scripts/decode-device-check.sh BIN
+set -u
+bin=${1:?usage: decode-device-check.sh BIN}
+logs=${OUT:-/tmp}/logs
+mkdir -p "$logs"
+summary=$logs/summary.txt
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0 rc
+  t0=$(date +%s)
+  timeout "$limit" "$@" > "$logs/$name.txt" 2>&1
+  rc=$?
+  echo "$name rc=$rc seconds=$(($(date +%s) - t0))" >> "$summary"
+}
+nvidia-smi -L > "$logs/smi.txt" 2>&1
+step decode_test 45 "$bin/decode_test"
+step merge_test 10 "$bin/merge_test"
+step bench_serving 60 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
+  --budget-ms 300 --json "$logs/serving.json"
+FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_FAILURE_DIR="$logs/battery_failures" \
+  step battery_decode 25 "$bin/battery_test" --gtest_filter=Battery.Forward
+tar czf "${OUT:-/tmp}/decode-logs.tgz" -C "${OUT:-/tmp}" logs
+cat "$summary"

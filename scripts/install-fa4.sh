@@ -1,8 +1,7 @@
-#!/ usr / bin / env bash
-#The GPU machine's half of scripts/stage-fa4.sh: part-a keeps the first half (and the small
-#wheels) in / tmp / \
-    fa4; part - b joins the split wheel and installs everything into / tmp / fa4site,
-#which bench / peers.py-- fa4 - site(gpu - check : FLOE_FA4_SITE) adds as a site folder.
+#!/usr/bin/env bash
+# The GPU machine's half of scripts/stage-fa4.sh: part-a keeps the first half (and the small
+# wheels) in /tmp/fa4; part-b joins the split wheel and installs everything into /tmp/fa4site,
+# which bench/peers.py --fa4-site (gpu-check: FLOE_FA4_SITE) adds as a site folder.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in

@@ -1,43 +1,40 @@
-#!/ usr / bin / env bash
-#Whether a change alters the machine code of kernels : compiles each kernel file at REV and in
-#the working tree for one architecture(the project's flags, full kernel set) and compares the
-#SASS of every function."same" means byte - identical instructions : a refactor that keeps every
-#kernel "same" needs no GPU time to be trusted; one that does not is a kernel change(build and
-#test it on the GPU)."offsets" means identical but for the offsets into the constant banks
-#(c[0x0][...] : kernel parameters moved within the params struct).No GPU needed; cuobjdump and
-#nvdisasm come from PyPI into.deps.
+#!/usr/bin/env bash
+# Whether a change alters the machine code of kernels: compiles each kernel file at REV and in
+# the working tree for one architecture (the project's flags, full kernel set) and compares the
+# SASS of every function. "same" means byte-identical instructions: a refactor that keeps every
+# kernel "same" needs no GPU time to be trusted; one that does not is a kernel change (build and
+# test it on the GPU). "offsets" means identical but for the offsets into the constant banks
+# (c[0x0][...]: kernel parameters moved within the params struct). No GPU needed; cuobjdump and
+# nvdisasm come from PyPI into .deps.
 #
-#scripts / sass - diff.sh REV FILE.cu[OLD.cu = NEW.cu...][--arch 90a]
+#   scripts/sass-diff.sh REV FILE.cu [OLD.cu=NEW.cu ...] [--arch 90a]
 #
-#OLD.cu = NEW.cu compares a file that moved or is now generated : OLD is a path at REV, NEW a path
-#in the working tree or \
-    an absolute one(e.g.build / generated / engines / sm80 / fwd_d128.cu, which a
-#configure generates).
-#OLD.cu = -only computes REV's side (to fill the cache ahead of time).
-#SASS_DIFF_CACHE = DIR keeps the SASS of REV's side there and reuses it (REV as a commit hash),
-#and leaves the working tree's side beside it (*.new.sass).
-#e.g.scripts / sass - diff.sh HEAD src / engines / generic / generic_forward.cu #src / engines / \
-                          sm80 / fwd_d128.cu = build / generated / engines / sm80 / fwd_d128.cu
-#(a tree whose per - tile files are generated : configure with FLOE_KERNELS = full first)
-set - euo pipefail root = $(cd "$(dirname " $0 ")/.." && pwd)[$ # - ge 2] || {
-  sed - n '2,20p' "$0" | sed 's/^# \{0,1\}//';
-  exit 2;
-}
-rev = $1 shift arch = 90a files = () while[$ # - gt 0];
-do
+# OLD.cu=NEW.cu compares a file that moved or is now generated: OLD is a path at REV, NEW a path
+# in the working tree or an absolute one (e.g. build/generated/engines/sm80/fwd_d128.cu, which a
+# configure generates).
+# OLD.cu=- only computes REV's side (to fill the cache ahead of time).
+# SASS_DIFF_CACHE=DIR keeps the SASS of REV's side there and reuses it (REV as a commit hash),
+# and leaves the working tree's side beside it (*.new.sass).
+# e.g. scripts/sass-diff.sh HEAD src/engines/generic/generic_forward.cu \
+#        src/engines/sm80/fwd_d128.cu=build/generated/engines/sm80/fwd_d128.cu
+# (a tree whose per-tile files are generated: configure with FLOE_KERNELS=full first)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+rev=$1
+shift
+arch=90a
+files=()
+while [ $# -gt 0 ]; do
   case "$1" in
-    --arch) arch=${2:
-    ? --arch needs a value
-  }
-  ;
-  shift;
-  ;
-    *) files+=("$1") ;
-    ;
-    esac shift done
+    --arch) arch=${2:?--arch needs a value}; shift ;;
+    *) files+=("$1") ;;
+  esac
+  shift
+done
 
-        tools = "$root/.deps/cudatools" if[!-x "$tools/nvidia/cu13/bin/cuobjdump"] ||
-                [!-x "$tools/nvidia/cu13/bin/nvdisasm"]; then
+tools="$root/.deps/cudatools"
+if [ ! -x "$tools/nvidia/cu13/bin/cuobjdump" ] || [ ! -x "$tools/nvidia/cu13/bin/nvdisasm" ]; then
   python3 -m pip install --quiet --target "$tools" 'nvidia-cuda-cuobjdump~=13.0' \
     'nvidia-cuda-nvdisasm~=13.0' >&2
 fi
@@ -58,30 +55,29 @@ compile() {  # TREE FILE OUT
 }
 
 status=0
-for f in "${files[@]}";
-    do
-      old_f = ${f % %= * } new_f = ${f # *= } name = $(basename "$old_f".cu) cached =
-          "" if[-n "${SASS_DIFF_CACHE:-}"];
-    then cached = "$SASS_DIFF_CACHE/$rev-sm_$arch/$(echo " $old_f " | tr / _).sass" mkdir - p
-                      "$(dirname " $cached ")" fi if[-n "$cached"] &&
-                  [-s "$cached"];
-    then cp "$cached"
-            "$work/$name.old.sass" else compile
-            "$work/old"
-            "$old_f"
-            "$work/$name.old.o" &
-            fi["$new_f" = "-"] ||
-        compile
-            "$root"
-            "$new_f"
-            "$work/$name.new.o" &
-            wait if[!-s "$work/$name.old.sass"]; then
+for f in "${files[@]}"; do
+  old_f=${f%%=*}
+  new_f=${f#*=}
+  name=$(basename "$old_f" .cu)
+  cached=""
+  if [ -n "${SASS_DIFF_CACHE:-}" ]; then
+    cached="$SASS_DIFF_CACHE/$rev-sm_$arch/$(echo "$old_f" | tr / _).sass"
+    mkdir -p "$(dirname "$cached")"
+  fi
+  if [ -n "$cached" ] && [ -s "$cached" ]; then
+    cp "$cached" "$work/$name.old.sass"
+  else
+    compile "$work/old" "$old_f" "$work/$name.old.o" &
+  fi
+  [ "$new_f" = "-" ] || compile "$root" "$new_f" "$work/$name.new.o" &
+  wait
+  if [ ! -s "$work/$name.old.sass" ]; then
     cuobjdump -sass "$work/$name.old.o" >"$work/$name.old.sass"
     [ -z "$cached" ] || cp "$work/$name.old.sass" "$cached"
   fi
   [ "$new_f" != "-" ] || continue  # OLD=-: only fill the cache
   cuobjdump -sass "$work/$name.new.o" >"$work/$name.new.sass"
-#Beside the cache, the working tree's side of the last run, to read both at leisure.
+  # Beside the cache, the working tree's side of the last run, to read both at leisure.
   [ -z "$cached" ] || cp "$work/$name.new.sass" "${cached%.sass}.new.sass"
   python3 - "$work/$name.old.sass" "$work/$name.new.sass" "$f" <<'PY' || status=1
 import re, sys
@@ -90,7 +86,7 @@ def functions(path):
     for line in open(path):
         m = re.search(r"Function : (\S+)", line)
         if m:
-#An anonymous namespace's mangled name carries a per-compile hash: drop it.
+            # An anonymous namespace's mangled name carries a per-compile hash: drop it.
             name = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", m.group(1))
             out[name] = []
         elif name and re.match(r"\s+/\*[0-9a-f]{4,}\*/", line):
