@@ -21,7 +21,7 @@ step() {
 }
 nvidia-smi -L > "$logs/smi.txt" 2>&1
 step decode_test 45 "$bin/decode_test"
-step merge_test 10 "$bin/merge_test"
+step merge_device_test 10 "$bin/merge_device_test"
 step bench_serving 60 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
   --budget-ms 300 --json "$logs/serving.json"
 FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_FAILURE_DIR="$logs/battery_failures" \
