@@ -20,11 +20,11 @@ step() {
   echo "$name rc=$rc seconds=$(($(date +%s) - t0))" >> "$summary"
 }
 nvidia-smi -L > "$logs/smi.txt" 2>&1
-step decode_test 45 "$bin/decode_test"
-step merge_device_test 10 "$bin/merge_device_test"
-step bench_serving 60 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
+step decode_test 30 "$bin/decode_test"
+step merge_device_test 8 "$bin/merge_device_test"
+step bench_serving 40 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
   --budget-ms 300 --json "$logs/serving.json"
 FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_FAILURE_DIR="$logs/battery_failures" \
-  step battery_decode 25 "$bin/battery_test" --gtest_filter=Battery.Forward
+  step battery_decode 12 "$bin/battery_test" --gtest_filter=Battery.Forward
 tar czf "${OUT:-/tmp}/decode-logs.tgz" -C "${OUT:-/tmp}" logs
 cat "$summary"
