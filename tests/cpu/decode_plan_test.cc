@@ -105,6 +105,17 @@ TEST(DecodePlan, DeclinesWithReasons) {
     EXPECT_FALSE(v->accepted);
     EXPECT_NE(v->reason.find(c.reason), std::string::npos) << v->reason;
   }
+  // sm_86/sm_89 (99 KB a block): d128's three stages do not fit; d64's four do.
+  Result<Plan> small = Plan::build(paged_decode(2, 1024), Target::cuda_arch(86));
+  ASSERT_TRUE(small.ok());
+  EXPECT_NE(verdict_of(*small, "decode")->reason.find("shared memory: decode's d128 kernel needs"),
+            std::string::npos)
+      << small->explain();
+  Result<Plan> small64 =
+      Plan::build(Problem::forward(Shape{2, 8, 2, 1, 1024, 64, 64}, DType::bf16).set_seq_len_kv(),
+                  Target::cuda_arch(86));
+  ASSERT_TRUE(small64.ok());
+  EXPECT_EQ(small64->engine(), "decode") << small64->explain();
   // On the CPU it declines like every CUDA engine.
   Result<Plan> cpu = Plan::build(paged_decode(1, 1024), Target::cpu(1));
   ASSERT_TRUE(cpu.ok());

@@ -101,6 +101,12 @@ std::string decline_reason(const Facts& f, const Target& target) {
   for (TensorId id : {TensorId::k, TensorId::v}) {
     if (std::string r = row_rule(f, id); !r.empty()) return r;
   }
+  const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk));
+  if (smem > target.smem_per_block_optin) {
+    return "shared memory: decode's d" + std::to_string(f.d_qk) + " kernel needs " +
+           std::to_string(smem) + " bytes a block, the target allows " +
+           std::to_string(target.smem_per_block_optin);
+  }
   constexpr int64_t kMaxKeys = std::numeric_limits<int32_t>::max() - 2 * kBlockN;
   if (f.s_kv > kMaxKeys || f.s_q * f.group > std::numeric_limits<int32_t>::max()) {
     return "s_kv must not exceed 2^31 - 129 keys";
