@@ -22,9 +22,17 @@ step() {
 nvidia-smi -L > "$logs/smi.txt" 2>&1
 step decode_test 30 "$bin/decode_test"
 step merge_device_test 8 "$bin/merge_device_test"
-step bench_serving 40 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
+step bench_serving 30 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
   --budget-ms 300 --json "$logs/serving.json"
-FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_FAILURE_DIR="$logs/battery_failures" \
-  step battery_decode 12 "$bin/battery_test" --gtest_filter=Battery.Forward
-tar czf "${OUT:-/tmp}/decode-logs.tgz" -C "${OUT:-/tmp}" logs
+# DECODE_VARIANTS="2,0 4,0 3,1": the same group again per bf16-d128 kernel variant
+# (FLOE_DECODE_VARIANT=stages,prefetch), for an A/B in the same call.
+for v in ${DECODE_VARIANTS:-}; do
+  FLOE_DECODE_VARIANT=$v step "bench_serving_${v/,/_}" 30 "$bin/floe" bench --group serving \
+    --direction fwd --warmups 2 --calls 10 --budget-ms 300 --json "$logs/serving_${v/,/_}.json"
+done
+# The full battery with aligned layouts, pinned to decode: the ~1.5% of cases it serves.
+FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_BATTERY=full FLOE_LAYOUT=aligned \
+  FLOE_FAILURE_DIR="$logs/battery_failures" \
+  step battery_decode 20 "$bin/battery_test" --gtest_filter=Battery.Forward
 cat "$summary"
+tar czf "${OUT:-/tmp}/decode-logs.tgz" -C "${OUT:-/tmp}" logs && rm -rf "$logs"

@@ -106,10 +106,17 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared; ok = false zero-fills and reads nothing.
+// 16 bytes global -> shared; ok = false zero-fills and reads nothing. kPrefetch: the L2 fetches
+// the whole 256-byte row segment at once.
+template <bool kPrefetch>
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
+  if constexpr (kPrefetch) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(ok ? 16 : 0));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(ok ? 16 : 0));
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -181,9 +188,9 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kD + ((chunk ^ (row & 7)) << 3);
 }
 
-template <int kD>
+template <int kD, int kStagesT = (kD <= 64 ? 4 : 3)>
 struct Smem {
-  static constexpr int kStages = kD <= 64 ? 4 : 3;
+  static constexpr int kStages = kStagesT;
   static constexpr int kTile = kBlockN * kD;  // elements of one K or V stage
   static constexpr size_t kBytes =
       sizeof(uint16_t) * (kBlockM * kD + 2 * kStages * kTile) + 4 * kBlockM * 2 * sizeof(float);
@@ -191,9 +198,9 @@ struct Smem {
 
 // ---- The attention kernel. -----------------------------------------------------------------
 
-template <class T, int kD, bool kPaged>
+template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages, bool kPrefetch = false>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
-  using S = Smem<kD>;
+  using S = Smem<kD, kStagesT>;
   constexpr int kStages = S::kStages;
   constexpr int kChunks = kD / 8;                   // 16-byte chunks of a row
   constexpr int kRowsPerPass = kThreads / kChunks;  // rows a pass of the CTA loads
@@ -290,8 +297,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
           vs += j * p.v_s[2] + ld_chunk * 8;
         }
       }
-      cp_async16(dk + swz<kD>(row, ld_chunk), ks, ok);
-      cp_async16(dv + swz<kD>(row, ld_chunk), vs, ok);
+      cp_async16<kPrefetch>(dk + swz<kD>(row, ld_chunk), ks, ok);
+      cp_async16<kPrefetch>(dv + swz<kD>(row, ld_chunk), vs, ok);
     }
   };
 
@@ -496,19 +503,39 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   if (i < bt.sq) {
     const int64_t split_stride = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
     const int64_t base = (static_cast<int64_t>(b) * p.h_q + hq) * p.s_q + i;
+    const float* lse_of = p.partial_lse + base + bt.first * split_stride;
+    const float* o_of = p.partial_o + (base + bt.first * split_stride) * kD + lane * kPer;
+    // Pass 1, a split a lane: the largest lse (and whether one is NaN) over the warp.
     kernels::LseMerge<float> merge;
-    for (int s = bt.first; s < bt.first + bt.count; ++s)
-      merge.see(p.partial_lse[s * split_stride + base]);
-    float sum = 0.f;
-    for (int s = bt.first; s < bt.first + bt.count; ++s) {
-      const int64_t part = s * split_stride + base;
-      const float l = p.partial_lse[part];
-      if (!merge.contributes(l)) continue;
-      const float w = merge.weight(l);
-      sum += w;
-      const float* po = p.partial_o + part * kD + lane * kPer;
+    for (int s = lane; s < bt.count; s += 32) merge.see(lse_of[s * split_stride]);
 #pragma unroll
-      for (int c = 0; c < kPer; ++c) acc[c] = fmaf(w, po[c], acc[c]);
+    for (int o = 16; o > 0; o >>= 1) {
+      merge.max = fmaxf(merge.max, __shfl_xor_sync(0xffffffffu, merge.max, o));
+    }
+    merge.nan = __any_sync(0xffffffffu, merge.nan);
+    // Pass 2, 32 splits at a time: each lane weighs one, then the warp adds them in split order
+    // (every split in the range was written, so its O is read unconditionally: independent
+    // loads, and a select keeps a part that contributes nothing out of the sums).
+    float sum = 0.f;
+    for (int c = 0; c < bt.count; c += 32) {
+      float w = 0.f;
+      bool use = false;
+      if (c + lane < bt.count) {
+        const float l = lse_of[(c + lane) * split_stride];
+        use = merge.contributes(l);
+        w = use ? merge.weight(l) : 0.f;
+      }
+      const unsigned used = __ballot_sync(0xffffffffu, use);
+      const int n = min(32, bt.count - c);
+#pragma unroll 4
+      for (int j = 0; j < n; ++j) {
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+        const bool uj = (used >> j) & 1u;
+        const float* po = o_of + static_cast<int64_t>(c + j) * split_stride * kD;
+        sum = uj ? sum + wj : sum;
+#pragma unroll
+        for (int x = 0; x < kPer; ++x) acc[x] = uj ? fmaf(wj, po[x], acc[x]) : acc[x];
+      }
     }
     float factor = merge.factor(sum);
     lse = merge.lse(sum);
@@ -558,10 +585,27 @@ Kernel attention_kernel(bool paged) {
   return paged ? decode_kernel<T, kD, true> : decode_kernel<T, kD, false>;
 }
 
+// EXPERIMENT (bf16 d128 only): pipeline depth and L2 prefetch, chosen at plan time.
+template <int kStages, bool kPrefetch>
+Kernel variant_kernel(bool paged) {
+  return paged ? decode_kernel<__nv_bfloat16, 128, true, kStages, kPrefetch>
+               : decode_kernel<__nv_bfloat16, 128, false, kStages, kPrefetch>;
+}
+
 Kernel pick_attention(const Params& p, bool bf16) {
   if (p.d_qk == 64) {
     return bf16 ? attention_kernel<__nv_bfloat16, 64>(p.paged_kv)
                 : attention_kernel<__half, 64>(p.paged_kv);
+  }
+  if (bf16 && (p.stages != 0 || p.prefetch)) {
+    const int st = p.stages == 0 ? 3 : p.stages;
+    if (st == 2)
+      return p.prefetch ? variant_kernel<2, true>(p.paged_kv)
+                        : variant_kernel<2, false>(p.paged_kv);
+    if (st == 4)
+      return p.prefetch ? variant_kernel<4, true>(p.paged_kv)
+                        : variant_kernel<4, false>(p.paged_kv);
+    return p.prefetch ? variant_kernel<3, true>(p.paged_kv) : variant_kernel<3, false>(p.paged_kv);
   }
   return bf16 ? attention_kernel<__nv_bfloat16, 128>(p.paged_kv)
               : attention_kernel<__half, 128>(p.paged_kv);
@@ -575,7 +619,10 @@ Kernel pick_combine(const Params& p, bool bf16) {
 }
 
 size_t smem_bytes(const Params& p) {
-  return p.d_qk == 64 ? Smem<64>::kBytes : Smem<128>::kBytes;
+  if (p.d_qk == 64) return Smem<64>::kBytes;
+  if (p.stages == 2) return Smem<128, 2>::kBytes;
+  if (p.stages == 4) return Smem<128, 4>::kBytes;
+  return Smem<128>::kBytes;
 }
 
 Status cuda_error(const char* what, cudaError_t err) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "engines/decode/decode_kernels.h"
@@ -198,6 +200,14 @@ Params make_params(const Facts& f, const Target& target) {
   p.has_sink = f.has(TensorId::sink);
   p.band = kernels::BandMask::from(f.mask);
 
+  if (const char* v = std::getenv("FLOE_DECODE_VARIANT");
+      v != nullptr && f.dtype == DType::bf16 && f.d_qk == 128) {
+    int st = 0, pf = 0;
+    if (std::sscanf(v, "%d,%d", &st, &pf) == 2 && (st == 2 || st == 3 || st == 4)) {
+      p.stages = st;
+      p.prefetch = pf != 0;
+    }
+  }
   p.max_splits = static_cast<int>(pick_splits(f, target));
   p.min_split_tiles = static_cast<int>(kMinSplitTiles);
   p.split_tokens = f.split_tokens;
