@@ -273,20 +273,36 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     vbase += b * p.v_s[0] + h * p.v_s[1] + bt.kv0 * p.v_s[2];
   }
   const int ld_chunk = tid % kChunks, ld_row = tid / kChunks;
+  // Paged: the page of each row this thread copies, read from the table one tile before its
+  // copies are issued, so that the table read's latency hides under a tile's compute instead of
+  // stalling the copies behind the barrier.
+  constexpr int kPasses = kBlockN / kRowsPerPass;
+  int32_t pages[kPaged ? kPasses : 1];
+  auto fetch_pages = [&](int n0) {
+    if constexpr (kPaged) {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int j = n0 + ld_row + pass * kRowsPerPass;
+        pages[pass] =
+            j >= lo && j < hi
+                ? p.pages.table[b * p.pages.table_stride_b +
+                                static_cast<int64_t>(j >> p.page_shift) * p.pages.table_stride_p]
+                : 0;
+      }
+    }
+  };
   auto load_tile = [&](int n0, int stage) {
     uint16_t* dk = sk + stage * S::kTile;
     uint16_t* dv = sv + stage * S::kTile;
 #pragma unroll
-    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
+    for (int pass = 0; pass < kPasses; ++pass) {
       const int row = ld_row + pass * kRowsPerPass, j = n0 + row;
       const bool ok = j >= lo && j < hi;
       const uint16_t* ks = kbase;
       const uint16_t* vs = vbase;
       if (ok) {
         if constexpr (kPaged) {
-          const int64_t page =
-              p.pages.table[b * p.pages.table_stride_b +
-                            static_cast<int64_t>(j >> p.page_shift) * p.pages.table_stride_p];
+          const int64_t page = pages[pass];
           const int64_t pg =
               page < 0 ? 0 : (page >= p.pages.num_pages ? p.pages.num_pages - 1 : page);
           const int64_t r = j & ((1 << p.page_shift) - 1);
@@ -311,9 +327,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   const int n_tiles = lo < hi ? (hi - n_begin + kBlockN - 1) / kBlockN : 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_tile(n_begin + s * kBlockN, s);
+    if (s < n_tiles) {
+      fetch_pages(n_begin + s * kBlockN);
+      load_tile(n_begin + s * kBlockN, s);
+    }
     cp_async_commit();
   }
+  if (kStages - 1 < n_tiles) fetch_pages(n_begin + (kStages - 1) * kBlockN);
   __syncthreads();  // Q in shared memory
   uint32_t qf[kKSteps][4];
 #pragma unroll
@@ -328,6 +348,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
       load_tile(n_begin + (t + kStages - 1) * kBlockN, (t + kStages - 1) % kStages);
     }
     cp_async_commit();
+    if (t + kStages < n_tiles) fetch_pages(n_begin + (t + kStages) * kBlockN);
 
     const int stage = t % kStages;
     const int key0 = n_begin + t * kBlockN + 16 * warp;  // this warp's 16 keys
@@ -381,12 +402,15 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
         l_run[e / 2] += pe;
       }
     }
+    // Once the running max settles (most tiles of a long decode), alpha is exactly 1.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-    for (int d = 0; d < kDTiles; ++d) {
-      o[d][0] *= alpha[0];
-      o[d][1] *= alpha[0];
-      o[d][2] *= alpha[1];
-      o[d][3] *= alpha[1];
+      for (int d = 0; d < kDTiles; ++d) {
+        o[d][0] *= alpha[0];
+        o[d][1] *= alpha[0];
+        o[d][2] *= alpha[1];
+        o[d][3] *= alpha[1];
+      }
     }
     const uint32_t pa[4] = {pack2<T>(s[0][0], s[0][1]), pack2<T>(s[0][2], s[0][3]),
                             pack2<T>(s[1][0], s[1][1]), pack2<T>(s[1][2], s[1][3])};
