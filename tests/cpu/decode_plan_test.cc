@@ -105,17 +105,14 @@ TEST(DecodePlan, DeclinesWithReasons) {
     EXPECT_FALSE(v->accepted);
     EXPECT_NE(v->reason.find(c.reason), std::string::npos) << v->reason;
   }
-  // sm_86/sm_89 (99 KB a block): d128's three stages do not fit; d64's four do.
-  Result<Plan> small = Plan::build(paged_decode(2, 1024), Target::cuda_arch(86));
+  // A part with 48 KB a block: neither d128 nor d64 fits.
+  Target tiny = Target::cuda_arch(86);
+  tiny.smem_per_block_optin = 48 * 1024;
+  Result<Plan> small = Plan::build(paged_decode(2, 1024), tiny);
   ASSERT_TRUE(small.ok());
   EXPECT_NE(verdict_of(*small, "decode")->reason.find("shared memory: decode's d128 kernel needs"),
             std::string::npos)
       << small->explain();
-  Result<Plan> small64 =
-      Plan::build(Problem::forward(Shape{2, 8, 2, 1, 1024, 64, 64}, DType::bf16).set_seq_len_kv(),
-                  Target::cuda_arch(86));
-  ASSERT_TRUE(small64.ok());
-  EXPECT_EQ(small64->engine(), "decode") << small64->explain();
   // On the CPU it declines like every CUDA engine.
   Result<Plan> cpu = Plan::build(paged_decode(1, 1024), Target::cpu(1));
   ASSERT_TRUE(cpu.ok());
@@ -157,6 +154,24 @@ TEST(DecodePlan, SplitTokensFixesTheSplitsWhateverTheBatch) {
     ASSERT_NE(lse, nullptr);
     EXPECT_EQ(lse->bytes, static_cast<size_t>(9 * b * 32 * 4));  // ceil(8192 / 1000) = 9 splits
   }
+}
+
+// d128's pipeline: three stages (2 CTAs an SM) for grids of few waves, two (3 CTAs an SM) for
+// grids of many, and two where three do not fit (sm_86/sm_89: 99 KB a block).
+TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
+  const auto stages_of = [](const Problem& p, const Target& t) {
+    Result<Plan> plan = Plan::build(p, t);
+    EXPECT_TRUE(plan.ok());
+    EXPECT_EQ(plan->engine(), "decode") << plan->explain();
+    const std::string e = plan->explain();
+    return e.find("2 stages") != std::string::npos   ? 2
+           : e.find("3 stages") != std::string::npos ? 3
+                                                     : 0;
+  };
+  EXPECT_EQ(stages_of(paged_decode(64, 8192), Target::cuda_arch(90)), 3);    // 512 CTAs
+  EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 2);  // 1024 CTAs
+  EXPECT_EQ(stages_of(paged_decode(1, 32768), Target::cuda_arch(90)), 3);
+  EXPECT_EQ(stages_of(paged_decode(2, 1024), Target::cuda_arch(86)), 2);
 }
 
 TEST(DecodePlan, SplitTokensIsValidated) {

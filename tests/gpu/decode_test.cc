@@ -201,6 +201,8 @@ const Config kConfigs[] = {
      false, -1, 256, DType::f16},
     {"paged16_d128_sq16_gqa4_causal", 3, 8, 2, 16, 800, 128, 16, false, false, true, false, false,
      true},
+    // 128 x 8 kv heads: a grid of many waves, which takes the two-stage d128 kernel.
+    {"paged16_d128_b128_two_stages_sink", 128, 16, 8, 1, 200, 128, 16, false, false, true, true},
 };
 
 class Decode : public test::GpuTest {};
@@ -223,6 +225,13 @@ TEST_F(Decode, ForwardIsPickedFirstForDecodeProblems) {
   Result<Plan> plan = Plan::build(c.problem, *target);
   FLOE_ASSERT_OK(plan);
   EXPECT_EQ(plan->engine(), "decode") << plan->explain();
+  // The battery above covers both d128 pipelines (on an H100/H200: 132 SMs).
+  Result<Plan> many = Plan::build(make_case(kConfigs[10], 7).problem, *target);
+  FLOE_ASSERT_OK(many);
+  if (target->sm_count <= 132) {
+    EXPECT_NE(many->explain().find("2 stages"), std::string::npos) << many->explain();
+  }
+  EXPECT_NE(plan->explain().find("3 stages"), std::string::npos) << plan->explain();
 }
 
 // P6 and P7: one captured graph replays over several length vectors (uploaded between replays,

@@ -48,7 +48,9 @@ class DecodeLaunchPlan final : public LaunchPlan {
 
   std::string describe() const override {
     std::string s = "decode d" + std::to_string(params_.d_qk) + ", " +
-                    std::to_string(params_.m_tiles) + " row tile(s) of 16 per kv head, ";
+                    std::to_string(params_.m_tiles) + " row tile(s) of 16 per kv head, " +
+                    std::to_string(params_.stages == 2 ? 2 : (params_.d_qk == 64 ? 4 : 3)) +
+                    " stages, ";
     if (params_.split_tokens > 0) {
       s += "splits of " + std::to_string(params_.split_tokens) + " keys (batch-invariant), ";
     }

@@ -106,17 +106,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global -> shared; ok = false zero-fills and reads nothing. kPrefetch: the L2 fetches
-// the whole 256-byte row segment at once.
-template <bool kPrefetch>
+// 16 bytes global -> shared; ok = false zero-fills and reads nothing.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  if constexpr (kPrefetch) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(ok ? 16 : 0));
-  } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(ok ? 16 : 0));
-  }
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(ok ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -198,7 +191,7 @@ struct Smem {
 
 // ---- The attention kernel. -----------------------------------------------------------------
 
-template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages, bool kPrefetch = false>
+template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   using S = Smem<kD, kStagesT>;
   constexpr int kStages = S::kStages;
@@ -313,8 +306,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
           vs += j * p.v_s[2] + ld_chunk * 8;
         }
       }
-      cp_async16<kPrefetch>(dk + swz<kD>(row, ld_chunk), ks, ok);
-      cp_async16<kPrefetch>(dv + swz<kD>(row, ld_chunk), vs, ok);
+      cp_async16(dk + swz<kD>(row, ld_chunk), ks, ok);
+      cp_async16(dv + swz<kD>(row, ld_chunk), vs, ok);
     }
   };
 
@@ -604,16 +597,9 @@ __global__ void __launch_bounds__(kThreads) decode_ragged_pad_kernel(const Param
 
 using Kernel = void (*)(const Params);
 
-template <class T, int kD>
+template <class T, int kD, int kStages = Smem<kD>::kStages>
 Kernel attention_kernel(bool paged) {
-  return paged ? decode_kernel<T, kD, true> : decode_kernel<T, kD, false>;
-}
-
-// EXPERIMENT (bf16 d128 only): pipeline depth and L2 prefetch, chosen at plan time.
-template <int kStages, bool kPrefetch>
-Kernel variant_kernel(bool paged) {
-  return paged ? decode_kernel<__nv_bfloat16, 128, true, kStages, kPrefetch>
-               : decode_kernel<__nv_bfloat16, 128, false, kStages, kPrefetch>;
+  return paged ? decode_kernel<T, kD, true, kStages> : decode_kernel<T, kD, false, kStages>;
 }
 
 Kernel pick_attention(const Params& p, bool bf16) {
@@ -621,15 +607,9 @@ Kernel pick_attention(const Params& p, bool bf16) {
     return bf16 ? attention_kernel<__nv_bfloat16, 64>(p.paged_kv)
                 : attention_kernel<__half, 64>(p.paged_kv);
   }
-  if (bf16 && (p.stages != 0 || p.prefetch)) {
-    const int st = p.stages == 0 ? 3 : p.stages;
-    if (st == 2)
-      return p.prefetch ? variant_kernel<2, true>(p.paged_kv)
-                        : variant_kernel<2, false>(p.paged_kv);
-    if (st == 4)
-      return p.prefetch ? variant_kernel<4, true>(p.paged_kv)
-                        : variant_kernel<4, false>(p.paged_kv);
-    return p.prefetch ? variant_kernel<3, true>(p.paged_kv) : variant_kernel<3, false>(p.paged_kv);
+  if (p.stages == 2) {
+    return bf16 ? attention_kernel<__nv_bfloat16, 128, 2>(p.paged_kv)
+                : attention_kernel<__half, 128, 2>(p.paged_kv);
   }
   return bf16 ? attention_kernel<__nv_bfloat16, 128>(p.paged_kv)
               : attention_kernel<__half, 128>(p.paged_kv);
@@ -643,10 +623,7 @@ Kernel pick_combine(const Params& p, bool bf16) {
 }
 
 size_t smem_bytes(const Params& p) {
-  if (p.d_qk == 64) return Smem<64>::kBytes;
-  if (p.stages == 2) return Smem<128, 2>::kBytes;
-  if (p.stages == 4) return Smem<128, 4>::kBytes;
-  return Smem<128>::kBytes;
+  return attention_smem_bytes(p.d_qk, p.stages);
 }
 
 Status cuda_error(const char* what, cudaError_t err) {
@@ -655,8 +632,9 @@ Status cuda_error(const char* what, cudaError_t err) {
 
 }  // namespace
 
-size_t attention_smem_bytes(int d) {
-  return d == 64 ? Smem<64>::kBytes : Smem<128>::kBytes;
+size_t attention_smem_bytes(int d, int stages) {
+  if (d == 64) return Smem<64>::kBytes;
+  return stages == 2 ? Smem<128, 2>::kBytes : Smem<128>::kBytes;
 }
 
 Status load_kernels(const Params& p, bool bf16) {

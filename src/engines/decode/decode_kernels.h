@@ -10,8 +10,9 @@
 
 namespace floe::detail::decode {
 
-// Dynamic shared memory of the attention kernel for head dim d (64 or 128).
-size_t attention_smem_bytes(int d);
+// Dynamic shared memory of the attention kernel for head dim d (64 or 128) and pipeline depth
+// (d64: 4 stages; d128: 3, or 2 where the plan wants 3 CTAs an SM; 0: the default).
+size_t attention_smem_bytes(int d, int stages = 0);
 
 // Loads the kernels a plan launches and opts the attention kernel into its shared memory, at
 // build: done lazily at execute, loading would wait for the device to go idle (P2).

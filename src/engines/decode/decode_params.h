@@ -51,9 +51,8 @@ struct Params {
   int64_t split_tokens = 0;      // > 0: batch-invariant, splits at multiples of this many keys
   float* partial_o = nullptr;    // [split, b, h_q, s_q, d_v] f32
   float* partial_lse = nullptr;  // [split, b, h_q, s_q] f32, natural log
-  // EXPERIMENT: FLOE_DECODE_VARIANT="stages,prefetch" (bf16 d128 only; 0: the default).
+  // d128's pipeline depth: 3 (2 CTAs an SM), or 2 (3 CTAs an SM) for grids of many waves.
   int stages = 0;
-  bool prefetch = false;
 };
 
 }  // namespace floe::detail::decode

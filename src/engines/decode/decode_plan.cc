@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 
 #include "engines/decode/decode_kernels.h"
@@ -72,6 +70,21 @@ int64_t pick_splits(const Facts& f, const Target& target) {
   return 1;
 }
 
+// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them, three (2 CTAs an SM,
+// a deeper pipeline each) below. Measured on the H200 (docs/perf.md): two stages win where the
+// grid runs many waves (B 128 S 16k: 4.21 against 3.99 TB/s), three where it runs one or two
+// (B 64 S 8k: 3.92 against 3.53), when the last wave's tail costs more than occupancy gains.
+int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
+  if (f.d_qk != 128) return 0;
+  if (attention_smem_bytes(128, 3) > target.smem_per_block_optin) return 2;  // sm_86, sm_89
+  const size_t smem = attention_smem_bytes(128, 2) + 1024;
+  const size_t per_sm = target.smem_per_block_optin + 1024;
+  const int64_t per = std::clamp<int64_t>(static_cast<int64_t>(per_sm / smem), 1, 3);
+  if (per < 3) return 3;
+  const double ctas = static_cast<double>(f.b * f.h_kv * m_tiles_of(f) * max_splits);
+  return ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per) ? 2 : 3;
+}
+
 }  // namespace
 
 std::string decline_reason(const Facts& f, const Target& target) {
@@ -103,7 +116,7 @@ std::string decline_reason(const Facts& f, const Target& target) {
   for (TensorId id : {TensorId::k, TensorId::v}) {
     if (std::string r = row_rule(f, id); !r.empty()) return r;
   }
-  const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk));
+  const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk), 2);  // the smallest
   if (smem > target.smem_per_block_optin) {
     return "shared memory: decode's d" + std::to_string(f.d_qk) + " kernel needs " +
            std::to_string(smem) + " bytes a block, the target allows " +
@@ -200,15 +213,8 @@ Params make_params(const Facts& f, const Target& target) {
   p.has_sink = f.has(TensorId::sink);
   p.band = kernels::BandMask::from(f.mask);
 
-  if (const char* v = std::getenv("FLOE_DECODE_VARIANT");
-      v != nullptr && f.dtype == DType::bf16 && f.d_qk == 128) {
-    int st = 0, pf = 0;
-    if (std::sscanf(v, "%d,%d", &st, &pf) == 2 && (st == 2 || st == 3 || st == 4)) {
-      p.stages = st;
-      p.prefetch = pf != 0;
-    }
-  }
   p.max_splits = static_cast<int>(pick_splits(f, target));
+  p.stages = pick_stages(f, target, p.max_splits);
   p.min_split_tiles = static_cast<int>(kMinSplitTiles);
   p.split_tokens = f.split_tokens;
   return p;
