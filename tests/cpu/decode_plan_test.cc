@@ -5,7 +5,10 @@
 // splits by split_tokens alone in the batch-invariant mode.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+
+#include "case_folder.h"
 
 #include "floe/floe.h"
 #include "support/plan_verdicts.h"
@@ -172,6 +175,25 @@ TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
   EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 2);  // 1024 CTAs
   EXPECT_EQ(stages_of(paged_decode(1, 32768), Target::cuda_arch(90)), 3);
   EXPECT_EQ(stages_of(paged_decode(2, 1024), Target::cuda_arch(86)), 2);
+}
+
+// The case format carries split_tokens both ways (DESIGN 4), so a reproducer keeps the mode.
+TEST(DecodePlan, SplitTokensRoundTripsThroughACaseFolder) {
+  Problem p = Problem::forward(Shape{2, 8, 2, 1, 300, 64, 64}, DType::bf16).set_seq_len_kv();
+  p.set_split_tokens(96);
+  const std::string dir =
+      (std::filesystem::path(FLOE_BINARY_DIR) / "test_tmp" / "decode_split_tokens").string();
+  std::filesystem::remove_all(dir);
+  tool::ArrayMap in;
+  tool::HostArray lens;
+  lens.shape = {2};
+  lens.data = {300, 7};
+  in["seq_len_kv"] = lens;
+  ASSERT_TRUE(tool::write_case(dir, p, in).ok());
+  Result<tool::Case> c = tool::read_case_problem(dir);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_TRUE(c->problem.split_tokens().has_value());
+  EXPECT_EQ(*c->problem.split_tokens(), 96);
 }
 
 TEST(DecodePlan, SplitTokensIsValidated) {

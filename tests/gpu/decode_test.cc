@@ -4,8 +4,7 @@
 // sinks, softcap, both stats layouts, ragged query slots (padding and tokens past the last slot
 // must stay untouched), the batch-invariant split_tokens mode; one captured graph replayed over
 // several length vectors, bitwise equal to direct executes; and batch invariance itself. Skips
-// without a GPU. A failing case is written as a case folder (split_tokens is not part of the
-// case format: a reproducer of such a case runs with the engine's own splits).
+// without a GPU. A failing case is written as a case folder (split_tokens included).
 #include <gtest/gtest.h>
 
 #include <algorithm>
