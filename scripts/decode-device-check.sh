@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The decode helper's one device call (Session 7): runs binaries built elsewhere (a tree with
 # FLOE_KERNELS=ci, archs 80;90a) from BIN: the decode and merge GPU tests, the serving bench
-# group (paged decodes, forward) and the forward battery pinned to decode (the cases it
-# declines are skipped); tars the logs into $OUT/decode-logs.tgz.
+# group (paged decodes, forward) and the full forward battery with aligned layouts pinned to
+# decode (the cases it declines are skipped); tars the logs into $OUT/decode-logs.tgz.
 #
 #   scripts/decode-device-check.sh BIN
 set -u
@@ -24,12 +24,6 @@ step decode_test 30 "$bin/decode_test"
 step merge_device_test 8 "$bin/merge_device_test"
 step bench_serving 30 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
   --budget-ms 300 --json "$logs/serving.json"
-# DECODE_VARIANTS="2,0 4,0 3,1": the same group again per bf16-d128 kernel variant
-# (FLOE_DECODE_VARIANT=stages,prefetch), for an A/B in the same call.
-for v in ${DECODE_VARIANTS:-}; do
-  FLOE_DECODE_VARIANT=$v step "bench_serving_${v/,/_}" 30 "$bin/floe" bench --group serving \
-    --direction fwd --warmups 2 --calls 10 --budget-ms 300 --json "$logs/serving_${v/,/_}.json"
-done
 # The full battery with aligned layouts, pinned to decode: the ~1.5% of cases it serves.
 FLOE_ENGINE=decode FLOE_DIRECTIONS=fwd FLOE_BATTERY=full FLOE_LAYOUT=aligned \
   FLOE_FAILURE_DIR="$logs/battery_failures" \
