@@ -20,7 +20,7 @@ step() {
   echo "$name rc=$rc seconds=$(($(date +%s) - t0))" >> "$summary"
 }
 nvidia-smi -L > "$logs/smi.txt" 2>&1
-step decode_test 30 "$bin/decode_test"
+step decode_test 45 "$bin/decode_test"
 step merge_device_test 8 "$bin/merge_device_test"
 step bench_serving 30 "$bin/floe" bench --group serving --direction fwd --warmups 2 --calls 10 \
   --budget-ms 300 --json "$logs/serving.json"
