@@ -2,6 +2,7 @@
 #pragma once
 
 #include "floe/arguments.h"
+#include "floe/merge.h"
 #include "floe/plan.h"
 #include "floe/problem.h"
 #include "floe/status.h"

@@ -96,6 +96,11 @@ class Problem {
   Problem& set_window(std::optional<int64_t> left, std::optional<int64_t> right,
                       MaskAlign align = MaskAlign::top_left);
   Problem& set_deterministic(bool on = true);
+  // Batch-invariant split-KV (DESIGN 2.3): an engine that splits a sequence's keys across CTAs
+  // splits them at the positions 0, n, 2n, ... only, whatever the batch shape, so that a row's
+  // result depends on its own sequence alone. Engines that never split ignore it. nullopt: the
+  // engine picks splits from the envelope and the device lengths.
+  Problem& set_split_tokens(std::optional<int64_t> n);
 
   Direction direction() const { return direction_; }
   DType dtype() const { return dtype_; }
@@ -105,6 +110,7 @@ class Problem {
   const std::optional<double>& softcap() const { return softcap_; }
   const Mask& mask() const { return mask_; }
   bool deterministic() const { return deterministic_; }
+  const std::optional<int64_t>& split_tokens() const { return split_tokens_; }
   // The shape given at construction: the envelope of a ragged or paged problem.
   const Shape& shape() const { return shape_; }
   const std::optional<Ragged>& ragged_q() const { return ragged_q_; }
@@ -129,6 +135,7 @@ class Problem {
   std::optional<double> softcap_;
   Mask mask_;
   bool deterministic_ = false;
+  std::optional<int64_t> split_tokens_;
   std::optional<Ragged> ragged_q_;
   std::optional<Ragged> ragged_kv_;
   std::optional<Paged> paged_kv_;

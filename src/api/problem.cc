@@ -233,4 +233,9 @@ Problem& Problem::set_deterministic(bool on) {
   return *this;
 }
 
+Problem& Problem::set_split_tokens(std::optional<int64_t> n) {
+  split_tokens_ = n;
+  return *this;
+}
+
 }  // namespace floe

@@ -51,6 +51,7 @@ Facts make_facts(const Problem& problem) {
   f.softcap = problem.softcap().value_or(0.0);
   f.mask = problem.mask();
   f.deterministic = problem.deterministic();
+  f.split_tokens = problem.split_tokens().value_or(0);
   return f;
 }
 

@@ -29,6 +29,7 @@ struct Facts {
   double softcap = 0;
   Mask mask;
   bool deterministic = false;
+  int64_t split_tokens = 0;  // > 0: batch-invariant split-KV at multiples of this many keys
 
   bool has(TensorId id) const { return declared[index_of(id)]; }
   const TensorDesc& t(TensorId id) const { return tensor[index_of(id)]; }

@@ -406,6 +406,9 @@ class Checker {
       const double c = *p_.softcap();
       if (!std::isfinite(c) || c <= 0.0) add("problem softcap: must be finite and positive");
     }
+    if (p_.split_tokens() && (*p_.split_tokens() < 1 || *p_.split_tokens() > kMaxDim)) {
+      add("problem split_tokens: must lie in [1, 2^31 - 1] (keys per split)");
+    }
     const Mask& m = p_.mask();
     for (const auto* bound : {&m.left, &m.right}) {
       if (*bound && (**bound > kMaxDim || **bound < -kMaxDim)) {

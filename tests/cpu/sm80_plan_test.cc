@@ -108,24 +108,31 @@ TEST(Sm80Plan, ServesTypicalForwardProblemsOnSm80AndSm90) {
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       const EngineVerdict* v = verdict_of(*plan, "sm80");
       ASSERT_NE(v, nullptr);
-      // On sm_90 the sm90 engine ranks first and takes what it serves natively.
+      // decode ranks first and takes s_q <= 16; then, on sm_90, the sm90 engine takes what it
+      // serves natively.
+      const EngineVerdict* vd = verdict_of(*plan, "decode");
+      ASSERT_NE(vd, nullptr);
       const EngineVerdict* v90 = verdict_of(*plan, "sm90");
       ASSERT_NE(v90, nullptr);
       if (arch != 90) EXPECT_FALSE(v90->accepted);
-      if (v90->accepted) {
+      if (vd->accepted) {
+        EXPECT_EQ(plan->engine(), "decode") << plan->explain();
+      } else if (v90->accepted) {
         EXPECT_EQ(plan->engine(), "sm90") << plan->explain();
       } else if (is_built) {
         EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
       }
       if (is_built) {
         EXPECT_TRUE(v->accepted) << v->reason;
-        EXPECT_EQ(plan->workspace_bytes(), 0u);
-        EXPECT_TRUE(plan->workspace_chunks().empty());
+        if (!vd->accepted) {
+          EXPECT_EQ(plan->workspace_bytes(), 0u);
+          EXPECT_TRUE(plan->workspace_chunks().empty());
+        }
         EXPECT_NE(plan->explain().find("  sm80: accepted\n"), std::string::npos) << plan->explain();
       } else {
         EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
             << v->reason;
-        if (!v90->accepted) EXPECT_EQ(plan->engine(), "generic");
+        if (!v90->accepted && !vd->accepted) EXPECT_EQ(plan->engine(), "generic");
       }
     }
   }
@@ -220,11 +227,13 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
   }
 }
 
+// Behind decode (which takes only s_q <= 16) and sm90.
 TEST(Sm80Plan, RanksSecondBehindSm90) {
   const std::vector<std::string> names = engine_names();
-  ASSERT_GE(names.size(), 2u);
-  EXPECT_EQ(names[0], "sm90");
-  EXPECT_EQ(names[1], "sm80");
+  ASSERT_GE(names.size(), 3u);
+  EXPECT_EQ(names[0], "decode");
+  EXPECT_EQ(names[1], "sm90");
+  EXPECT_EQ(names[2], "sm80");
 }
 
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
@@ -292,7 +301,7 @@ std::vector<Declined> declined_problems() {
                    "tensor 'q' strides[2] = 100: sm80 needs 16-byte-aligned rows (every outer "
                    "stride a multiple "
                    "of 8 elements)",
-                   "generic"});
+                   "decode"});  // s_q 16: decode takes any q and o strides
   }
   {
     Problem p = Problem::forward(Shape{2, 2, 2, 16, 16, 64, 64}, DType::bf16);
@@ -301,7 +310,7 @@ std::vector<Declined> declined_problems() {
         {"o misaligned batch stride", p, h100,
          "tensor 'o' strides[0] = 2052: sm80 needs 16-byte-aligned rows (every outer stride a "
          "multiple of 8 elements)",
-         "generic"});
+         "decode"});
   }
   {
     Problem p = Problem::forward(Shape{1, 2, 2, 16, 32, 64, 64}, DType::bf16).set_bias(1, 2);

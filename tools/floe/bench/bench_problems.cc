@@ -136,6 +136,7 @@ std::string BenchProblem::name() const {
     if (mask.align == MaskAlign::bottom_right && !mask.left && mask.right && *mask.right == 0) {
       n += " causal br";
     }
+    if (split_tokens > 0) n += " split" + std::to_string(split_tokens);
     return n;
   }
   std::string n = "b" + std::to_string(s.b) + " h" + std::to_string(s.h_q);
@@ -199,6 +200,19 @@ std::vector<BenchProblem> serving_problems() {
       for (int64_t s_q : {1, 4}) out.push_back(paged_decode(b, s_q, s_kv, page));
     }
   }
+  // The rest of SERVING.md §0's decode shapes (cuDNN dense: B 1 S 32k 3.30 TB/s, B 1 S 128k
+  // 4.15, B 8 S 8k 3.82, B 128 S 16k 4.46), page 16, one query.
+  for (const auto& [b, s_kv] :
+       {std::pair<int64_t, int64_t>{1, 32768}, {1, 131072}, {8, 8192}, {128, 16384}}) {
+    out.push_back(paged_decode(b, 1, s_kv, 16));
+  }
+  // The batch-invariant mode (splits of 1024 keys whatever the batch), against the same
+  // shapes above: the goal is at most 10% slower.
+  for (const auto& [b, s_kv] : {std::pair<int64_t, int64_t>{1, 32768}, {8, 8192}, {64, 8192}}) {
+    BenchProblem bp = paged_decode(b, 1, s_kv, 16);
+    bp.split_tokens = 1024;
+    out.push_back(bp);
+  }
   return out;
 }
 
@@ -256,6 +270,7 @@ Problem make_problem(const BenchProblem& bp, Direction dir) {
   if (bp.sink) p.set_sink();
   if (bp.softcap) p.set_softcap(*bp.softcap);
   if (bp.deterministic) p.set_deterministic();
+  if (bp.split_tokens > 0) p.set_split_tokens(bp.split_tokens);
   if (bp.stats_gap > 0) {
     const int64_t row = bp.shape.s_q + bp.stats_gap;
     p.set_strides(TensorId::stats, {bp.shape.h_q * row, row, 1});

@@ -41,6 +41,8 @@ struct BenchProblem {
   // `page_size` rows, scattered by a seeded block table (forward only).
   std::vector<int64_t> seq_q, seq_kv;
   int64_t page_size = 0;
+  // > 0: batch-invariant split-KV at multiples of this many keys (Problem::set_split_tokens).
+  int64_t split_tokens = 0;
 
   bool ragged() const { return !seq_q.empty() && page_size == 0; }
   bool paged() const { return page_size > 0; }

@@ -30,7 +30,7 @@ constexpr size_t kMaxProblemJsonBytes = size_t{1} << 20;
 constexpr const char* kShapeKeys[] = {"b", "h_q", "h_kv", "s_q", "s_kv", "d_qk", "d_v"};
 constexpr const char* kOptionalKeys[] = {
     "strides", "scale", "softcap",       "mask",     "seq_len_q", "seq_len_kv", "bias",
-    "sink",    "stats", "deterministic", "ragged_q", "ragged_kv", "paged_kv"};
+    "sink",    "stats", "deterministic", "ragged_q", "ragged_kv", "paged_kv",   "split_tokens"};
 // The inputs whose values sit in problem.json rather than in a .npy (DESIGN 4): integers the
 // command line uploads to device arrays.
 constexpr const char* kJsonInputs[] = {"seq_len_q", "seq_len_kv", "offsets_q", "offsets_kv",
@@ -436,6 +436,11 @@ Result<Problem> problem_from_json(const json& j) {
     if (Status st = get_bool(*v, "deterministic", &on); !st) return st;
     p.set_deterministic(on);
   }
+  if (const json* v = find(j, "split_tokens")) {
+    int64_t n = 0;
+    if (Status st = get_int(*v, "split_tokens", &n); !st) return st;
+    p.set_split_tokens(n);
+  }
   if (const json* v = find(j, "strides")) {
     if (!v->is_object())
       return key_error("strides", "must be an object {tensor: [strides]}, got " + got(*v));
@@ -591,6 +596,7 @@ Result<json> problem_to_json(const Problem& p, const ArrayMap& inputs) {
   if (p.has(TensorId::sink)) j["sink"] = true;
   if (!backward && p.has(TensorId::stats)) j["stats"] = true;
   if (p.deterministic()) j["deterministic"] = true;
+  if (p.split_tokens()) j["split_tokens"] = *p.split_tokens();
 
   // Whatever the json cannot say (a tensor of another dtype or shape, a bias without its
   // gradient) shows up as a difference once read back.

@@ -1,0 +1,232 @@
+#include "engines/decode/decode_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "engines/decode/decode_kernels.h"
+#include "engines/generic/generic_kernels.h"
+#include "kernels/constants.h"
+
+namespace floe::detail::decode {
+namespace {
+
+constexpr int64_t kMinSplitTiles = 2;  // a split below 128 keys costs more to merge than it saves
+constexpr int64_t kMaxSplits = 128;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+bool is_pow2(int64_t x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
+
+// The rule the 16-byte row loads need of K or V: unit d stride, every other stride a multiple
+// of 8 elements (16 bytes); empty when kept.
+std::string row_rule(const Facts& f, TensorId id) {
+  const TensorDesc& d = f.t(id);
+  const int last = d.rank - 1;
+  const std::string name = std::string("tensor '") + to_string(id) + "' strides: ";
+  if (d.strides[last] != 1) return name + "decode needs a unit stride along the head dim";
+  for (int i = 0; i < last; ++i) {
+    if (d.strides[i] % 8 != 0) {
+      return name +
+             "decode needs every stride but the head dim's to be a multiple of 8 "
+             "elements (16-byte rows)";
+    }
+  }
+  return "";
+}
+
+int64_t m_tiles_of(const Facts& f) {
+  return ceil_div(f.s_q * f.group, kBlockM);
+}
+
+// Splits for the envelope: the smallest count whose last wave keeps the GPU >= 95% as busy as
+// the best count would (FA3's rule, at 95%: a wave of 2 CTAs an SM on all but a few SMs), at least
+// kMinSplitTiles tiles a split.
+int64_t pick_splits(const Facts& f, const Target& target) {
+  if (f.split_tokens > 0) return ceil_div(f.s_kv, f.split_tokens);
+  const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk)) + 1024;
+  const size_t per_sm = target.smem_per_block_optin + 1024;
+  const int64_t per = std::clamp<int64_t>(static_cast<int64_t>(per_sm / smem), 1, 4);
+  const int64_t slots = std::max<int64_t>(1, target.sm_count) * per;
+  const int64_t units = f.b * f.h_kv * m_tiles_of(f);
+  const int64_t limit =
+      std::clamp<int64_t>(ceil_div(ceil_div(f.s_kv, kBlockN), kMinSplitTiles), 1, kMaxSplits);
+  double eff[kMaxSplits + 1] = {};
+  double best = 0;
+  for (int64_t n = 1; n <= limit; ++n) {
+    const double work = static_cast<double>(units) * static_cast<double>(n);
+    const double waves = std::ceil(work / static_cast<double>(slots));
+    eff[n] = work / (waves * static_cast<double>(slots));
+    best = std::max(best, eff[n]);
+  }
+  for (int64_t n = 1; n <= limit; ++n) {
+    if (eff[n] >= 0.95 * best) return n;
+  }
+  return 1;
+}
+
+// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them, three (2 CTAs an SM,
+// a deeper pipeline each) below. Measured on the H200 (docs/perf.md): two stages win where the
+// grid runs many waves (B 128 S 16k: 4.21 against 3.99 TB/s), three where it runs one or two
+// (B 64 S 8k: 3.92 against 3.53), when the last wave's tail costs more than occupancy gains.
+int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
+  if (f.d_qk != 128) return 0;
+  if (attention_smem_bytes(128, 3) > target.smem_per_block_optin) return 2;  // sm_86, sm_89
+  const size_t smem = attention_smem_bytes(128, 2) + 1024;
+  const size_t per_sm = target.smem_per_block_optin + 1024;
+  const int64_t per = std::clamp<int64_t>(static_cast<int64_t>(per_sm / smem), 1, 3);
+  if (per < 3) return 3;
+  const double ctas = static_cast<double>(f.b * f.h_kv * m_tiles_of(f) * max_splits);
+  return ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per) ? 2 : 3;
+}
+
+}  // namespace
+
+std::string decline_reason(const Facts& f, const Target& target) {
+  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
+  if (target.arch < 80) {
+    return "needs compute capability 8.0 or newer (target is sm_" + std::to_string(target.arch) +
+           ")";
+  }
+  // The decode kernels build with the generic engine's architectures (FLOE_CUDA_ARCHS).
+  if (!generic::kernels_built_for(target.arch)) {
+    return "no kernels built for sm_" + std::to_string(target.arch) + " (this build has " +
+           generic::built_archs() + ")";
+  }
+  if (f.backward()) return "backward: decode serves the forward only";
+  if (f.s_q > kMaxQueries) {
+    return "s_q " + std::to_string(f.s_q) +
+           ": not a decode problem (decode serves s_q <= " + std::to_string(kMaxQueries) +
+           " per sequence)";
+  }
+  if (f.d_qk != f.d_v || (f.d_qk != 64 && f.d_qk != 128)) {
+    return "d_qk " + std::to_string(f.d_qk) + ", d_v " + std::to_string(f.d_v) +
+           ": decode serves d_qk = d_v in {64, 128}";
+  }
+  if (f.has(TensorId::bias)) return "bias: decode serves no additive bias";
+  if (f.paged_kv && (!is_pow2(f.page_size) || f.page_size < 16 || f.page_size > 256)) {
+    return "paged_kv page_size " + std::to_string(f.page_size) +
+           ": decode serves powers of two from 16 to 256";
+  }
+  for (TensorId id : {TensorId::k, TensorId::v}) {
+    if (std::string r = row_rule(f, id); !r.empty()) return r;
+  }
+  const size_t smem = attention_smem_bytes(static_cast<int>(f.d_qk), 2);  // the smallest
+  if (smem > target.smem_per_block_optin) {
+    return "shared memory: decode's d" + std::to_string(f.d_qk) + " kernel needs " +
+           std::to_string(smem) + " bytes a block, the target allows " +
+           std::to_string(target.smem_per_block_optin);
+  }
+  constexpr int64_t kMaxKeys = std::numeric_limits<int32_t>::max() - 2 * kBlockN;
+  if (f.s_kv > kMaxKeys || f.s_q * f.group > std::numeric_limits<int32_t>::max()) {
+    return "s_kv must not exceed 2^31 - 129 keys";
+  }
+  if (f.b > std::numeric_limits<int32_t>::max() || f.h_q > std::numeric_limits<int32_t>::max()) {
+    return "b and h_q must fit 32 bits";
+  }
+  const double ctas = static_cast<double>(f.b) * static_cast<double>(f.h_kv) *
+                      static_cast<double>(m_tiles_of(f)) *
+                      static_cast<double>(pick_splits(f, target));
+  if (ctas > static_cast<double>(std::numeric_limits<int32_t>::max())) {
+    return "b * h_kv * splits * ceil(s_q * h_q / h_kv / 16) must not exceed 2^31 - 1 CTAs";
+  }
+  return "";
+}
+
+Params make_params(const Facts& f, const Target& target) {
+  Params p;
+  const auto strides = [&](TensorId id, int64_t* out, int n) {
+    if (!f.has(id)) return;
+    for (int i = 0; i < n && i < f.t(id).rank; ++i) out[i] = f.t(id).strides[i];
+  };
+  // A ragged side [T, H, D] (stats [T, H]) as [B, H, S, D] with a zero batch stride.
+  const auto ragged = [&](TensorId id, int64_t* out) {
+    if (!f.has(id)) return;
+    const TensorDesc& d = f.t(id);
+    out[0] = 0;
+    out[1] = d.strides[1];
+    out[2] = d.strides[0];
+    if (d.rank > 2) out[3] = d.strides[2];
+  };
+  p.ragged_q = f.ragged_q;
+  p.ragged_kv = f.ragged_kv;
+  p.paged_kv = f.paged_kv;
+  if (f.ragged_q) {
+    ragged(TensorId::q, p.q_s);
+    ragged(TensorId::o, p.o_s);
+    ragged(TensorId::stats, p.stats_s);
+  } else {
+    strides(TensorId::q, p.q_s, 4);
+    strides(TensorId::o, p.o_s, 4);
+    strides(TensorId::stats, p.stats_s, 3);
+  }
+  if (f.ragged_kv) {
+    ragged(TensorId::k, p.k_s);
+    ragged(TensorId::v, p.v_s);
+  } else {
+    strides(TensorId::k, p.k_s, 4);
+    strides(TensorId::v, p.v_s, 4);
+  }
+  if (f.has(TensorId::sink)) p.sink_s = f.t(TensorId::sink).strides[0];
+  if (f.has(TensorId::seq_len_q)) p.seq_len_q_s = f.t(TensorId::seq_len_q).strides[0];
+  if (f.has(TensorId::seq_len_kv)) p.seq_len_kv_s = f.t(TensorId::seq_len_kv).strides[0];
+  const auto side = [&](TensorId offsets, TensorId seq_len, int64_t total, int64_t envelope) {
+    kernels::RaggedSide s;
+    s.offsets_i64 = f.t(offsets).dtype == DType::i64;
+    s.offsets_stride = f.t(offsets).strides[0];
+    s.seq_len_stride = f.has(seq_len) ? f.t(seq_len).strides[0] : 0;
+    s.total = total;
+    s.envelope = envelope;
+    return s;
+  };
+  if (f.ragged_q) p.rq = side(TensorId::offsets_q, TensorId::seq_len_q, f.total_q, f.s_q);
+  if (f.ragged_kv) p.rkv = side(TensorId::offsets_kv, TensorId::seq_len_kv, f.total_kv, f.s_kv);
+  if (f.paged_kv) {
+    p.pages.table_stride_b = f.t(TensorId::block_table).strides[0];
+    p.pages.table_stride_p = f.t(TensorId::block_table).strides[1];
+    p.pages.page_size = f.page_size;
+    p.pages.num_pages = f.num_pages;
+    while ((int64_t{1} << p.page_shift) < f.page_size) ++p.page_shift;
+  }
+
+  p.b = static_cast<int>(f.b);
+  p.h_q = static_cast<int>(f.h_q);
+  p.h_kv = static_cast<int>(f.h_kv);
+  p.s_q = static_cast<int>(f.s_q);
+  p.s_kv = static_cast<int>(f.s_kv);
+  p.d_qk = static_cast<int>(f.d_qk);
+  p.d_v = static_cast<int>(f.d_v);
+  p.group = static_cast<int>(f.group);
+  p.m_tiles = static_cast<int>(m_tiles_of(f));
+
+  p.scale = static_cast<float>(f.scale);
+  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.has_softcap = f.has_softcap;
+  p.softcap = static_cast<float>(f.softcap);
+  p.inv_softcap = f.has_softcap ? static_cast<float>(1.0 / f.softcap) : 0.f;
+  p.has_stats = f.has(TensorId::stats);
+  p.has_sink = f.has(TensorId::sink);
+  p.band = kernels::BandMask::from(f.mask);
+
+  p.max_splits = static_cast<int>(pick_splits(f, target));
+  p.stages = pick_stages(f, target, p.max_splits);
+  p.min_split_tiles = static_cast<int>(kMinSplitTiles);
+  p.split_tokens = f.split_tokens;
+  return p;
+}
+
+void add_workspace(const Facts& f, const Params& p, WorkspaceLayout& workspace) {
+  if (p.max_splits <= 1) return;
+  const int64_t splits = p.max_splits;
+  workspace.add(kPartialOChunk,
+                saturating_bytes({splits, f.b, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
+  workspace.add(kPartialLseChunk,
+                saturating_bytes({splits, f.b, f.h_q, f.s_q, int64_t{sizeof(float)}}));
+}
+
+}  // namespace floe::detail::decode

@@ -1,0 +1,25 @@
+// What the decode engine decides at build: whether it serves a problem, the kernel arguments,
+// the number of splits and the workspace chunks. Host code only (tests call it without a GPU).
+#pragma once
+
+#include <string>
+
+#include "engines/decode/decode_params.h"
+#include "engines/engine.h"
+
+namespace floe::detail::decode {
+
+inline constexpr const char* kPartialOChunk = "decode_partial_o";
+inline constexpr const char* kPartialLseChunk = "decode_partial_lse";
+inline constexpr int64_t kMaxQueries = 16;  // s_q a decode problem may have
+
+// Why the decode engine does not serve this problem on this target; empty when it does.
+std::string decline_reason(const Facts& facts, const Target& target);
+
+// Kernel arguments (pointers left null), max_splits included, for an accepted problem.
+Params make_params(const Facts& facts, const Target& target);
+
+// The partial chunks, when the plan splits.
+void add_workspace(const Facts& facts, const Params& params, WorkspaceLayout& workspace);
+
+}  // namespace floe::detail::decode
