@@ -7,8 +7,8 @@
 //
 // Elementwise steps take the accumulator as it is; steps that need an element's (row, col) take
 // the accumulator and the tile's coordinates as row/col views, which each architecture supplies
-// for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment; sm90:
-// sm90::gmma_row_col of a GMMA accumulator).
+// for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment;
+// sm90: sm90::gmma_row_col of a GMMA accumulator).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -52,38 +52,41 @@ __device__ __forceinline__ void softcap_scores(Acc& acc, DTanh& dtanh, const Sco
   }
 }
 
-// s2 += bias * log2(e) over the row/col views of the scores (s) and of their (row, col) within the
-// tile (c): bias_at(row, col) reads the element of tile row `row`, column `col`, from wherever the
-// engine keeps it (global through its strides, or a tile staged in shared memory). kBounded: only
-// rows < rows and columns < cols are read (a global bias, whose tile may run past its edges); an
-// engine whose staged tile is already zero-filled there passes false.
-template <bool kBounded, class S, class C, class BiasAt>
-__device__ __forceinline__ void add_bias_at(S&& s, C const& c, BiasAt const& bias_at, int rows,
-                                            int cols) {
+// s2 += bias * log2(e), the bias read from global through its strides (broadcast dims at
+// stride 0): s and c are the row/col views of the scores and of their (row, col) within the
+// tile whose first query is m0 and first key n0; bias_bh the bias of the tile's (batch, head),
+// rows bias_stride_s apart; rows past s_q and keys past s_kv are not read.
+template <class S, class C, class Element>
+__device__ __forceinline__ void add_bias(S&& s, C const& c, const Element* bias_bh,
+                                         int64_t bias_stride_s, int m0, int n0, int s_q, int s_kv) {
   using namespace cute;
   // Row by row (a short loop nest unrolls fully; one flat loop over a big tile may not, which
   // would put the scores in local memory).
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    const int row = get<0>(c(r, 0));
-    if (kBounded && row >= rows) continue;
+    const int row = m0 + get<0>(c(r, 0));
+    if (row >= s_q) continue;
+    const Element* bias_row = bias_bh + row * bias_stride_s;
     CUTE_UNROLL
     for (int j = 0; j < size<1>(s); ++j) {
-      const int col = get<1>(c(r, j));
-      if (!kBounded || col < cols) s(r, j) += static_cast<float>(bias_at(row, col)) * kLog2e;
+      const int col = n0 + get<1>(c(r, j));
+      if (col < s_kv) s(r, j) += static_cast<float>(bias_row[col]) * kLog2e;
     }
   }
 }
 
-// add_bias_at with the bias read from global through its strides (broadcast dims at stride 0):
-// the tile's first query is m0 and first key n0; bias_bh the bias of the tile's (batch, head),
-// rows bias_stride_s apart; rows past s_q and keys past s_kv are not read.
-template <class S, class C, class Element>
-__device__ __forceinline__ void add_bias(S&& s, C const& c, const Element* bias_bh,
-                                         int64_t bias_stride_s, int m0, int n0, int s_q, int s_kv) {
-  add_bias_at<true>(
-      s, c, [&](int row, int col) { return bias_bh[(m0 + row) * bias_stride_s + (n0 + col)]; },
-      s_q - m0, s_kv - n0);
+// s2 += bias * log2(e), the bias a tile the engine staged in shared memory (zero-filled past s_q
+// and s_kv, so nothing is bounded): s is the row/col view of the scores, bias(r, j) the bias of
+// element (r, j) of that view, read at an address the engine computes for its accumulator layout
+// (sm90: sm90::GmmaBiasTile).
+template <class S, class Bias>
+__device__ __forceinline__ void add_bias_tile(S&& s, Bias const& bias) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(s); ++j) s(r, j) += bias(r, j) * kLog2e;
+  }
 }
 
 }  // namespace floe::kernels

@@ -170,7 +170,8 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
   ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
   const std::string text = plan->explain();
   EXPECT_NE(text.find("plan: sm90_fwd_d128_bf16_score_mod: tile d128"), std::string::npos) << text;
-  EXPECT_NE(text.find("; score mods: softcap, bias staged by TMA beside K and V, sink"),
+  EXPECT_NE(text.find("; score mods: softcap, bias staged by TMA beside K and V (broadcast over b: "
+                      "a tile's batches side by side), sink"),
             std::string::npos)
       << text;
 

@@ -45,6 +45,13 @@ template <class T>
 __device__ __forceinline__ FwdTileWork fwd_tile_work(const FwdParams& p, uint32_t linear) {
   FwdTileWork w;
   w.tile = FwdScheduler::tile(p.tiles, linear);
+  if constexpr (T::kScoreMod) {
+    if (p.batches_inner) {
+      const int h = w.tile.b;
+      w.tile.b = w.tile.h;
+      w.tile.h = h;
+    }
+  }
   w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
   w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
   w.m0 = w.tile.m_block * T::kBlockM;

@@ -186,12 +186,14 @@ struct FwdMainloop {
         if (p.has_bias) {
           const int i = it0 + t;
           TxBarrier::wait(&ss.bias_full[i % kStages], (i / kStages) & 1);
-          Tensor sBias = make_tensor(make_smem_ptr(ss.bias.data()), typename T::SmemLayoutBias{});
-          Tensor sB = sBias(_, _, i % kStages);
-          // The tile is whole (zero-filled past s_q and s_kv): no bounds.
-          kernels::add_bias_at<false>(
-              gmma_row_col(acc_s), gmma_row_col(tScS), [&](int r, int c) { return sB(r, c); }, 0,
-              0);
+          static_assert(decltype(size<0>(gmma_row_col(acc_s)))::value == 2 &&
+                            decltype(size<1>(gmma_row_col(acc_s)))::value == T::kBlockN / 4,
+                        "GmmaBiasTile reads one 64 x kBlockN GMMA per warpgroup");
+          // Addresses from the opaque thread index: recomputed each tile, not hoisted and kept
+          // live.
+          const GmmaBiasTile<Element, T::kBlockM> bias(
+              ss.bias.data() + (i % kStages) * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
+          kernels::add_bias_tile(gmma_row_col(acc_s), bias);
           Barrier::arrive(&ss.bias_empty[i % kStages]);
         }
       }

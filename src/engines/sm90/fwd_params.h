@@ -46,6 +46,10 @@ struct FwdParams {
   int32_t bias_b_step = 0, bias_h_step = 0;
   const float* sink = nullptr;  // null: no sink; f32 [h_q], sink_stride apart
   int64_t sink_stride = 0;
+  // The list's head and batch indices swapped (tiles made with Hq and B exchanged): a tile's
+  // batches run side by side, so that a bias broadcast over the batch is read once from HBM and
+  // then from L2.
+  bool batches_inner = false;
 };
 
 }  // namespace floe::detail::sm90

@@ -175,8 +175,14 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   const bool lpt = c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake ||
                    c.schedule == FwdSchedule::lpt_l2;
   const bool snake = c.schedule == FwdSchedule::lpt_snake || c.schedule == FwdSchedule::lpt_l2;
+  // A bias broadcast over the batch: the list runs a query tile's batches side by side (the
+  // score-mod kernel swaps the decoded head and batch back), so that the CTAs in flight share its
+  // bias tiles in L2 rather than reading them from HBM once per batch.
+  p.batches_inner = c.score_mod && f.b > 1 && f.has(TensorId::bias) &&
+                    (f.t(TensorId::bias).dims[0] == 1 || f.t(TensorId::bias).strides[0] == 0);
   p.tiles = kernels::PersistentTileScheduler::make(
-      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f), lpt, snake,
+      (f.s_q + shape.block_m - 1) / shape.block_m, p.batches_inner ? f.b : f.h_q,
+      p.batches_inner ? f.h_q : f.b, heavy_last_m(f), lpt, snake,
       c.schedule == FwdSchedule::lpt_l2 ? l2_section_pairs(f) : 0);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
@@ -257,7 +263,11 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     std::string mods;
     auto add = [&](const char* m) { mods += (mods.empty() ? "" : ", ") + std::string(m); };
     if (params_.score.has_softcap) add("softcap");
-    if (params_.has_bias) add("bias staged by TMA beside K and V");
+    if (params_.has_bias) {
+      add(params_.batches_inner ? "bias staged by TMA beside K and V (broadcast over b: a tile's "
+                                  "batches side by side)"
+                                : "bias staged by TMA beside K and V");
+    }
     if (has_sink_) add("sink");
     return "; score mods: " + mods;
   }
