@@ -75,17 +75,23 @@ __device__ __forceinline__ void add_bias(S&& s, C const& c, const Element* bias_
   }
 }
 
-// s2 += bias * log2(e), the bias a tile the engine staged in shared memory (zero-filled past s_q
-// and s_kv, so nothing is bounded): s is the row/col view of the scores, bias(r, j) the bias of
-// element (r, j) of that view, read at an address the engine computes for its accumulator layout
-// (sm90: sm90::GmmaBiasTile).
+// s += bias * unit, the bias a tile the engine staged in shared memory (zero-filled past s_q and
+// s_kv, so nothing is bounded): s is the row/col view of the scores, bias(r, j) the bias of
+// elements (r, j) and (r, j + 1) of that view (j even: tensor-core accumulators hold column
+// pairs), read at an address the engine computes for its accumulator layout (sm90:
+// sm90::GmmaBiasTile). unit: log2(e) for scores in log2 units (after a softcap); 1 / scale for
+// raw q.k, whose scale the softmax folds into its exponent as the plain kernels do.
 template <class S, class Bias>
-__device__ __forceinline__ void add_bias_tile(S&& s, Bias const& bias) {
+__device__ __forceinline__ void add_bias_tile(S&& s, Bias const& bias, float unit) {
   using namespace cute;
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
     CUTE_UNROLL
-    for (int j = 0; j < size<1>(s); ++j) s(r, j) += bias(r, j) * kLog2e;
+    for (int j = 0; j < size<1>(s); j += 2) {
+      const float2 b = bias(r, j);
+      s(r, j) += b.x * unit;
+      s(r, j + 1) += b.y * unit;
+    }
   }
 }
 

@@ -158,8 +158,9 @@ struct FwdMainloop {
         make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
 
     const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
-    // The score-mod kernel hands the softmax scores in log2 units already.
-    const float scale_log2 = T::kScoreMod ? 1.f : p.score.scale_log2;
+    // The softmax's scale: the plain kernel folds it into the exponent; so does the score-mod
+    // kernel unless a softcap turns the scores into log2 units first (then 1).
+    const float scale_log2 = score_unit<T::kScoreMod>(p);
 
     // S = Q K_t^T, issued (the caller waits).
     auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
@@ -182,7 +183,9 @@ struct FwdMainloop {
     // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
-        kernels::scale_scores(acc_s, p.score);
+        // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
+        // FMUL an element fewer), the bias in their unit.
+        if (p.score.has_softcap) kernels::scale_scores(acc_s, p.score);
         if (p.has_bias) {
           const int i = it0 + t;
           TxBarrier::wait(&ss.bias_full[i % kStages], (i / kStages) & 1);
@@ -193,7 +196,7 @@ struct FwdMainloop {
           // live.
           const GmmaBiasTile<Element, T::kBlockM> bias(
               ss.bias.data() + (i % kStages) * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
-          kernels::add_bias_tile(gmma_row_col(acc_s), bias);
+          kernels::add_bias_tile(gmma_row_col(acc_s), bias, p.bias_unit);
           Barrier::arrive(&ss.bias_empty[i % kStages]);
         }
       }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/fast_divisor.h"
 #include "kernels/score_params.h"
@@ -50,6 +51,20 @@ struct FwdParams {
   // batches run side by side, so that a bias broadcast over the batch is read once from HBM and
   // then from L2.
   bool batches_inner = false;
+  // The score-mod kernel's unit of the bias (kernels::add_bias_tile): log2(e) with a softcap, whose
+  // scores are in log2 units; else 1 / scale, the scores staying raw q.k with the scale folded into
+  // the exponent as in the plain kernel.
+  float bias_unit = 0.f;
 };
+
+// What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the
+// plain kernel, and the score-mod kernel without a softcap), 1 after a softcap.
+template <bool kScoreMod>
+FLOE_HD float score_unit(const FwdParams& p) {
+  if constexpr (kScoreMod) {
+    if (p.score.has_softcap) return 1.f;
+  }
+  return p.score.scale_log2;
+}
 
 }  // namespace floe::detail::sm90

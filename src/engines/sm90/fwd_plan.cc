@@ -169,6 +169,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
     p.score.tanh_k = static_cast<float>(2.0 * kLog2eD * f.scale / f.softcap);
   }
   if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
+  p.bias_unit = static_cast<float>(f.has_softcap ? kLog2eD : 1.0 / f.scale);
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);

@@ -42,8 +42,8 @@ __device__ __forceinline__ constexpr auto gmma_acc_as_a_layout(Layout const& acc
 // v + 2 t + 1 (t = lane % 4); in view order r is the row half and j = 2 v + the column. TMA wrote
 // the tile in boxes of 64 columns, [kBlockN / 64][kBlockM][64], the 16-byte pieces of each 128-byte
 // row permuted by the 128-byte swizzle: piece p of row `row` sits at p ^ (row % 8). Both rows of a
-// thread have row % 8 = g, so the eight piece addresses are computed once and every element is a
-// 2-byte load at one of them plus a constant (CuTe's swizzled view computed a 64-bit generic
+// thread have row % 8 = g, so the eight piece addresses are computed once and every column pair is
+// a 4-byte load at one of them plus a constant (CuTe's swizzled view computed a 64-bit generic
 // address per element, and its hoisted offsets spilled).
 template <class Element, int kBlockM>
 struct GmmaBiasTile {
@@ -57,12 +57,14 @@ struct GmmaBiasTile {
     for (int k = 0; k < 8; ++k) piece[k] = base + ((k ^ g) * 16);
   }
 
-  __device__ __forceinline__ float operator()(int r, int j) const {
+  // Elements (r, j) and (r, j + 1), j even: one 4-byte load.
+  __device__ __forceinline__ float2 operator()(int r, int j) const {
     const int v = j / 2;
-    const uint32_t addr = piece[v % 8] + (v / 8) * (kBlockM * 128) + r * 8 * 128 + (j % 2) * 2;
-    uint16_t bits;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(bits) : "r"(addr));
-    return static_cast<float>(Element::bitcast(bits));
+    const uint32_t addr = piece[v % 8] + (v / 8) * (kBlockM * 128) + r * 8 * 128;
+    uint32_t bits;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(bits) : "r"(addr));
+    return make_float2(static_cast<float>(Element::bitcast(static_cast<uint16_t>(bits))),
+                       static_cast<float>(Element::bitcast(static_cast<uint16_t>(bits >> 16))));
   }
 };
 
