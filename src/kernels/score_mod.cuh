@@ -2,11 +2,13 @@
 // P = 2^(s2 - lse2) (backward), in every tensor-core engine:
 // raw q.k -> log2 units, s2 = q.k * scale * log2(e), or with a softcap
 // s2 = cap * log2(e) * tanh(q.k * scale / cap); then + bias * log2(e) (bias read from global
-// through its strides, broadcast dims at stride 0).
+// through its strides, broadcast dims at stride 0, or from a tile the engine staged in shared
+// memory).
 //
 // Elementwise steps take the accumulator as it is; steps that need an element's (row, col) take
 // the accumulator and the tile's coordinates as row/col views, which each architecture supplies
-// for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment).
+// for its accumulator layout (sm80: kernels::acc_row_col of an m16n8 fragment;
+// sm90: sm90::gmma_row_col of a GMMA accumulator).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -69,6 +71,26 @@ __device__ __forceinline__ void add_bias(S&& s, C const& c, const Element* bias_
     for (int j = 0; j < size<1>(s); ++j) {
       const int col = n0 + get<1>(c(r, j));
       if (col < s_kv) s(r, j) += static_cast<float>(bias_row[col]) * kLog2e;
+    }
+  }
+}
+
+// s += bias * unit, the bias a tile the engine staged in shared memory (zero-filled past s_q and
+// s_kv, so nothing is bounded): s is the row/col view of the scores, bias(r, j) the bias of
+// elements (r, j) and (r, j + 1) of that view (j even: tensor-core accumulators hold column
+// pairs), read at an address the engine computes for its accumulator layout (sm90:
+// sm90::GmmaBiasTile). unit: log2(e) for scores in log2 units (after a softcap); 1 / scale for
+// raw q.k, whose scale the softmax folds into its exponent as the plain kernels do.
+template <class S, class Bias>
+__device__ __forceinline__ void add_bias_tile(S&& s, Bias const& bias, float unit) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(s); ++r) {
+    CUTE_UNROLL
+    for (int j = 0; j < size<1>(s); j += 2) {
+      const float2 b = bias(r, j);
+      s(r, j) += b.x * unit;
+      s(r, j + 1) += b.y * unit;
     }
   }
 }

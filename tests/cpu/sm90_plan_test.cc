@@ -1,5 +1,6 @@
 // The sm90 engine's planning, without a GPU: what it takes on sm_90 (forward, f16/bf16, head
-// dims 64/128/256 with d_qk = d_v, TMA-addressable strides, GQA, masks, padding, stats), that
+// dims 64/128/256 with d_qk = d_v, TMA-addressable strides, GQA, masks, padding, stats, softcap,
+// sink, a TMA-addressable bias broadcast or not), that
 // explain() names its tile, and the exact reasons it gives when it declines, after which sm80
 // (or generic) serves the problem. Kernels missing from the ci kernel set decline with their
 // own reason; the tests accept that, so they hold for both kernel sets.
@@ -23,7 +24,8 @@ bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   detail::sm90::FwdTile tile;
   if (!detail::sm90::fwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
-  return detail::sm90::find_fwd_kernel(tile, p.dtype()) != nullptr;
+  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias) || p.has(TensorId::sink);
+  return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod) != nullptr;
 }
 
 struct Named {
@@ -51,6 +53,26 @@ std::vector<Named> served_problems() {
     p.set_strides(TensorId::v, {120 * 2 * 128, 128, 2 * 128, 1});
     p.set_strides(TensorId::o, {100 * 4 * 128, 128, 4 * 128, 1});
     out.push_back({"bshd layout", std::move(p)});
+  }
+  out.push_back(
+      {"d128 softcap",
+       Problem::forward(Shape{1, 2, 2, 64, 64, 128, 128}, DType::bf16).set_softcap(30.0)});
+  out.push_back(
+      {"d128 sink stats",
+       Problem::forward(Shape{1, 4, 2, 100, 64, 128, 128}, DType::bf16).set_sink().set_stats()});
+  out.push_back({"d128 bias broadcast over b",
+                 Problem::forward(Shape{2, 4, 2, 100, 64, 128, 128}, DType::f16).set_bias(1, 4)});
+  out.push_back({"d64 bias softcap sink causal",
+                 Problem::forward(Shape{2, 4, 2, 100, 72, 64, 64}, DType::bf16)
+                     .set_bias(2, 4)
+                     .set_softcap(20.0)
+                     .set_sink()
+                     .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  {
+    // A full-size head dim broadcast by stride 0, and a row stride with a gap.
+    Problem p = Problem::forward(Shape{2, 4, 2, 100, 64, 128, 128}, DType::bf16).set_bias(2, 4);
+    p.set_strides(TensorId::bias, {100 * 72, 0, 72, 1});
+    out.push_back({"d128 bias stride-0 head", std::move(p)});
   }
   return out;
 }
@@ -137,11 +159,46 @@ TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
   }
 }
 
+// Softcap, bias and sink take the score-mod kernel (the plain one stays as it was), and the plan
+// line says which features it serves; a plain problem's says none.
+TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
+  const Shape shape{2, 4, 2, 128, 128, 128, 128};
+  Problem p = Problem::forward(shape, DType::bf16).set_bias(1, 4).set_softcap(30.0).set_sink();
+  if (!built(p)) GTEST_SKIP() << "sm90's d128 bf16 score-mod kernel is not in this build";
+  auto plan = Plan::build(p, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
+  const std::string text = plan->explain();
+  EXPECT_NE(text.find("plan: sm90_fwd_d128_bf16_score_mod: tile d128"), std::string::npos) << text;
+  EXPECT_NE(text.find("; score mods: softcap, bias staged by TMA beside K and V (broadcast over b: "
+                      "a tile's batches side by side), sink"),
+            std::string::npos)
+      << text;
+
+  plan = Plan::build(Problem::forward(shape, DType::bf16).set_sink(), Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find("_score_mod: tile d128"), std::string::npos) << plan->explain();
+  EXPECT_NE(plan->explain().find("; score mods: sink"), std::string::npos) << plan->explain();
+
+  plan = Plan::build(Problem::forward(shape, DType::bf16), Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
+      << plan->explain();
+  EXPECT_EQ(plan->explain().find("score mod"), std::string::npos) << plan->explain();
+}
+
 TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   const auto* k = detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16);
   ASSERT_NE(k, nullptr);
   EXPECT_LE(k->smem_bytes, detail::sm90::fwd_tile_shape(detail::sm90::FwdTile::d128).smem_bytes());
   EXPECT_EQ(k->threads, 384);
+  const auto* m = detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, true);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m, k->score_mod);
+  EXPECT_LE(m->smem_bytes,
+            detail::sm90::fwd_tile_shape(detail::sm90::FwdTile::d128).smem_bytes(true));
+  EXPECT_LE(m->smem_bytes, 227 * 1024);
+  EXPECT_EQ(m->threads, 384);
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }
 
@@ -160,12 +217,27 @@ std::vector<Declined> declined_problems() {
                  "its kernels are built for sm_90a only (target is sm_80)"});
   out.push_back(
       {"cpu", Problem::forward(d128, DType::bf16), Target::cpu(1), "runs on CUDA devices only"});
-  out.push_back({"bias", Problem::forward(d128, DType::bf16).set_bias(1, 2), h100,
-                 "tensor 'bias': sm90 has no bias yet"});
-  out.push_back({"sink", Problem::forward(d128, DType::bf16).set_sink(), h100,
-                 "tensor 'sink': sm90 has no sink yet"});
-  out.push_back({"softcap", Problem::forward(d128, DType::bf16).set_softcap(30.0), h100,
-                 "softcap: sm90 has no softcap yet"});
+  {
+    Problem p = Problem::forward(Shape{1, 2, 2, 64, 60, 128, 128}, DType::bf16).set_bias(1, 2);
+    out.push_back({"bias rows of 60 keys (120 bytes)", p, h100,
+                   "tensor 'bias' strides[2] = 60: sm90 stages the bias by TMA, which needs the "
+                   "row stride a positive multiple of 8 elements (16 bytes) below 2^39"});
+  }
+  {
+    Problem p = Problem::forward(d128, DType::bf16).set_bias(1, 2);
+    p.set_strides(TensorId::bias, {0, 64 * 128, 128, 2});
+    out.push_back({"bias innermost stride", p, h100,
+                   "tensor 'bias' strides[3] = 2: sm90 stages the bias by TMA, which needs a unit "
+                   "innermost stride"});
+  }
+  {
+    Problem p = Problem::forward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16).set_bias(2, 2);
+    p.set_strides(TensorId::bias, {2 * 64 * 64 + 4, 64 * 64, 64, 1});
+    out.push_back({"bias batch stride", p, h100,
+                   "tensor 'bias' strides[0] = 8196: sm90 stages the bias by TMA, which needs the "
+                   "strides of the batch and head dims it does not broadcast (stride 0 or size 1 "
+                   "broadcasts) a positive multiple of 8 elements (16 bytes) below 2^39"});
+  }
   out.push_back({"negative scale", Problem::forward(d128, DType::bf16).set_scale(-0.5), h100,
                  "scale = -0.500000: sm90 needs a positive scale"});
   out.push_back({"d192x128", Problem::forward(Shape{1, 2, 2, 64, 64, 192, 128}, DType::bf16), h100,

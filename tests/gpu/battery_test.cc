@@ -44,7 +44,12 @@ struct Tally {
   int passed = 0, failed = 0, declined = 0;
   std::map<std::string, int> engines;
   std::map<std::string, int> kernels;  // which tiles ran (FLOE_SMEM_LIMIT_KB picks others)
-  std::map<std::string, std::pair<int, int>> features;  // name -> (cases, failures)
+  // name -> cases drawn, cases an engine ran (not declined: what a pinned engine was tested on),
+  // failures
+  struct FeatureCount {
+    int cases = 0, ran = 0, failed = 0;
+  };
+  std::map<std::string, FeatureCount> features;
   std::map<std::string, int> decline_reasons;
   std::vector<std::string> failures;  // the first few messages, each with its command
 
@@ -65,8 +70,9 @@ struct Tally {
     if (o.verdict != Verdict::declined && !o.kernel.empty()) ++kernels[o.kernel];
     if (o.verdict == Verdict::declined) ++decline_reasons[o.message];
     for (const std::string& f : o.features) {
-      ++features[f].first;
-      if (o.verdict == Verdict::fail) ++features[f].second;
+      ++features[f].cases;
+      if (o.verdict != Verdict::declined) ++features[f].ran;
+      if (o.verdict == Verdict::fail) ++features[f].failed;
     }
     if (o.verdict == Verdict::fail && failures.size() < 10) failures.push_back(o.message);
   }
@@ -166,11 +172,12 @@ void run_battery(Direction dir, int count) {
     for (const auto& [k, n] : tally.kernels) report += " " + k + " " + std::to_string(n) + ",";
     report.back() = '\n';
   }
-  report += std::string("[battery] ") + op + " cases per feature (failures):\n";
+  report +=
+      std::string("[battery] ") + op + " cases per feature, run (not declined), (failures):\n";
   for (const auto& [f, n] : tally.features) {
-    std::snprintf(line, sizeof line, "  %-24s %5d", f.c_str(), n.first);
+    std::snprintf(line, sizeof line, "  %-24s %5d %5d run", f.c_str(), n.cases, n.ran);
     report += line;
-    if (n.second) report += " (" + std::to_string(n.second) + " failed)";
+    if (n.failed) report += " (" + std::to_string(n.failed) + " failed)";
     report += "\n";
   }
   for (const auto& [reason, n] : tally.decline_reasons) {

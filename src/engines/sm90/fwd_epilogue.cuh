@@ -1,8 +1,8 @@
-// sm90 forward: the epilogue of one consumer warpgroup. Normalises O, zeroes rows past the
-// batch's query length, writes the stats (natural-log LSE, fp32) through their strides, and
-// writes O as f16/bf16 through its strides: registers -> the warpgroup's own rows of the Q tile
-// in shared memory (only its own products read them, and they are done) -> 16-byte stores, a
-// row's bytes by neighbouring threads.
+// sm90 forward: the epilogue of one consumer warpgroup. Normalises O (in the score-mod kernel the
+// sink joins the denominator), zeroes rows past the batch's query length, writes the stats
+// (natural-log LSE, fp32) through their strides, and writes O as f16/bf16 through its strides:
+// registers -> the warpgroup's own rows of the Q tile in shared memory (only its own products read
+// them, and they are done) -> 16-byte stores, a row's bytes by neighbouring threads.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -30,7 +30,12 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  softmax.finalize(p.score.scale_log2, false, 0.f, factor, lse);  // no sink yet
+  if constexpr (T::kScoreMod) {  // the sink joins the denominator
+    const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
+    softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
+  } else {
+    softmax.finalize(p.score.scale_log2, false, 0.f, factor, lse);
+  }
 
   // Registers -> shared: two neighbouring columns a 4-byte store (the swizzle moves 16-byte
   // pieces, so a pair stays contiguous).

@@ -45,6 +45,13 @@ template <class T>
 __device__ __forceinline__ FwdTileWork fwd_tile_work(const FwdParams& p, uint32_t linear) {
   FwdTileWork w;
   w.tile = FwdScheduler::tile(p.tiles, linear);
+  if constexpr (T::kScoreMod) {
+    if (p.batches_inner) {
+      const int h = w.tile.b;
+      w.tile.b = w.tile.h;
+      w.tile.h = h;
+    }
+  }
   w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
   w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
   w.m0 = w.tile.m_block * T::kBlockM;
@@ -73,6 +80,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       cutlass::arch::ClusterTransactionBarrier::init(&ss.v_full[s], 1);
       cutlass::arch::ClusterBarrier::init(&ss.k_empty[s], T::kConsumerThreads);
       cutlass::arch::ClusterBarrier::init(&ss.v_empty[s], T::kConsumerThreads);
+      if constexpr (T::kScoreMod) {
+        cutlass::arch::ClusterTransactionBarrier::init(&ss.bias_full[s], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.bias_empty[s], T::kConsumerThreads);
+      }
     }
     cutlass::arch::fence_barrier_init();
   }

@@ -1,6 +1,8 @@
 // sm90 forward: the compiled kernel instantiations, as the planner sees them (no CUDA device
-// code here). One entry per (tile, dtype); each tile's instantiations live in their own .cu
-// file (fwd_<tile>.cu) so the build parallelises.
+// code here). One entry per (tile, dtype, score-mod flag); each tile's instantiations live in
+// their own .cu file (fwd_<tile>.cu) so the build parallelises. The generated lookup per tile
+// (shared with the backward's template) returns the plain entry, which points at its score-mod
+// sibling.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +22,8 @@ struct FwdKernel {
   cudaError_t (*prepare)();
   // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
   cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
+  // The plain entry's score-mod sibling (softcap, bias, sink); null in the score-mod entry.
+  const FwdKernel* score_mod = nullptr;
 };
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
@@ -28,16 +32,20 @@ const FwdKernel* fwd_kernel_d64(DType dtype);
 const FwdKernel* fwd_kernel_d128(DType dtype);
 const FwdKernel* fwd_kernel_d256(DType dtype);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype) {
+inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false) {
+  const FwdKernel* plain = nullptr;
   switch (tile) {
     case FwdTile::d64:
-      return fwd_kernel_d64(dtype);
+      plain = fwd_kernel_d64(dtype);
+      break;
     case FwdTile::d128:
-      return fwd_kernel_d128(dtype);
+      plain = fwd_kernel_d128(dtype);
+      break;
     case FwdTile::d256:
-      return fwd_kernel_d256(dtype);
+      plain = fwd_kernel_d256(dtype);
+      break;
   }
-  return nullptr;
+  return plain != nullptr && score_mod ? plain->score_mod : plain;
 }
 
 }  // namespace floe::detail::sm90

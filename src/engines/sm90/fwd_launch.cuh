@@ -23,24 +23,32 @@ cudaError_t fwd_launch(const FwdParams& params, unsigned grid, cudaStream_t stre
 }
 
 template <class T>
-constexpr FwdKernel fwd_entry(const char* name) {
-  return FwdKernel{name,       T::kThreads,     T::kSmemBytes, T::kBlockM,
-                   T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>};
+constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nullptr) {
+  return FwdKernel{name,       T::kThreads,     T::kSmemBytes,  T::kBlockM,
+                   T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>, score_mod};
 }
 
-// A tile's instantiations: f16 and bf16.
+// A tile's instantiations: {f16, bf16} x {plain, score-mod}; get() returns the plain one, which
+// points at its score-mod sibling.
 template <FwdTile kTile>
 struct FwdTileKernels {
   static const FwdKernel* get(DType dtype) {
-    static const FwdKernel bf16 = fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(names()[1]);
-    if (dtype == DType::bf16) return &bf16;
-    static const FwdKernel f16 = fwd_entry<FwdTraits<kTile, cute::half_t>>(names()[0]);
-    if (dtype == DType::f16) return &f16;
-    return nullptr;
-  }
-  static constexpr const char* const* names() {
     constexpr int i = static_cast<int>(kTile);
-    return kFwdKernelNames[i];
+    if (dtype == DType::bf16) {
+      static const FwdKernel score_mod =
+          fwd_entry<FwdTraits<kTile, cute::bfloat16_t, true>>(kFwdScoreModKernelNames[i][1]);
+      static const FwdKernel plain =
+          fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(kFwdKernelNames[i][1], &score_mod);
+      return &plain;
+    }
+    if (dtype == DType::f16) {
+      static const FwdKernel score_mod =
+          fwd_entry<FwdTraits<kTile, cute::half_t, true>>(kFwdScoreModKernelNames[i][0]);
+      static const FwdKernel plain =
+          fwd_entry<FwdTraits<kTile, cute::half_t>>(kFwdKernelNames[i][0], &score_mod);
+      return &plain;
+    }
+    return nullptr;
   }
 };
 

@@ -5,11 +5,12 @@
 // transaction bytes) and an empty barrier (every consumer thread arrives once it has read it).
 //
 // compute(): the two consumer warpgroups (64 query rows each) run, per key tile, S = Q K^T (SS
-// GMMA), the boundary mask, the online softmax in base 2, and O += P V (RS GMMA, P converted in
-// registers). Within a warpgroup the products overlap the softmax: S_t and P_{t-1} V_{t-1} are
-// issued together and the softmax of S_t runs while the second one computes. Tiles the band or the
-// key length cuts run a masked copy of the step; the others a copy with no mask code. Both roles
-// walk the tiles in the same order (tile_at).
+// GMMA), in the score-mod kernel the score mods (kernels/score_mod.cuh: softcap, then the bias tile
+// the producer staged beside K and V), the boundary mask, the online softmax in base 2, and
+// O += P V (RS GMMA, P converted in registers). Within a warpgroup the products overlap the
+// softmax: S_t and P_{t-1} V_{t-1} are issued together and the softmax of S_t runs while the second
+// one computes. Tiles the band or the key length cuts run a masked copy of the step; the others a
+// copy with no mask code. Both roles walk the tiles in the same order (tile_at).
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -20,6 +21,7 @@
 #include "engines/sm90/gmma_fragment.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
+#include "kernels/score_mod.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -79,6 +81,9 @@ struct FwdMainloop {
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
                                    ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+      if constexpr (T::kScoreMod) {
+        if (p.has_bias) load_bias(p, ss, stage, phase, m0, n0, h, b);
+      }
       if (t == 0) load_q(p, ss, m0, h, b, q_phase);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kKVBytes);
@@ -94,6 +99,22 @@ struct FwdMainloop {
     Barrier::wait(&ss.q_empty, q_phase ^ 1);
     TxBarrier::arrive_and_expect_tx(&ss.q_full, T::kQBytes);
     cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full, kCacheHint, ss.q.data(), 0, m0, 0, h, b);
+  }
+
+  // The bias tile of (query rows m0.., keys n0..) into the bias ring's `stage`, in boxes of 64
+  // keys (TMA zero-fills past s_q and s_kv); a broadcast dim takes coordinate 0 (fwd_params.h).
+  // It is read right after S, so it goes with K.
+  __device__ __forceinline__ static void load_bias(const FwdParams& p, Storage& ss, int stage,
+                                                   uint32_t phase, int m0, int n0, int h, int b) {
+    constexpr int kStageElems = T::kBlockM * T::kBlockN;
+    Barrier::wait(&ss.bias_empty[stage], phase ^ 1);
+    TxBarrier::arrive_and_expect_tx(&ss.bias_full[stage], T::kBiasBytes);
+    CUTE_UNROLL
+    for (int c = 0; c < T::kBlockN / 64; ++c) {
+      cute::SM90_TMA_LOAD_4D::copy(&p.tma_bias, &ss.bias_full[stage], kCacheHint,
+                                   ss.bias.data() + stage * kStageElems + c * T::kBlockM * 64,
+                                   n0 + 64 * c, m0, h * p.bias_h_step, b * p.bias_b_step);
+    }
   }
 
   // V rows past the batch's key length hold whatever the tensor holds there (TMA zero-fills only
@@ -137,7 +158,9 @@ struct FwdMainloop {
         make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
 
     const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
-    const float scale_log2 = p.score.scale_log2;
+    // The softmax's scale: the plain kernel folds it into the exponent; so does the score-mod
+    // kernel unless a softcap turns the scores into log2 units first (then 1).
+    const float scale_log2 = score_unit<T::kScoreMod>(p);
 
     // S = Q K_t^T, issued (the caller waits).
     auto issue_qk = [&](int t, auto& acc_s) __attribute__((always_inline)) {
@@ -157,7 +180,26 @@ struct FwdMainloop {
     auto release_v = [&](int t) __attribute__((always_inline)) {
       Barrier::arrive(&ss.v_empty[(it0 + t) % kStages]);
     };
+    // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
+      if constexpr (T::kScoreMod) {
+        // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
+        // FMUL an element fewer), the bias in their unit.
+        if (p.score.has_softcap) kernels::scale_scores(acc_s, p.score);
+        if (p.has_bias) {
+          const int i = it0 + t;
+          TxBarrier::wait(&ss.bias_full[i % kStages], (i / kStages) & 1);
+          static_assert(decltype(size<0>(gmma_row_col(acc_s)))::value == 2 &&
+                            decltype(size<1>(gmma_row_col(acc_s)))::value == T::kBlockN / 4,
+                        "GmmaBiasTile reads one 64 x kBlockN GMMA per warpgroup");
+          // Addresses from the opaque thread index: recomputed each tile, not hoisted and kept
+          // live.
+          const GmmaBiasTile<Element, T::kBlockM> bias(
+              ss.bias.data() + (i % kStages) * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
+          kernels::add_bias_tile(gmma_row_col(acc_s), bias, p.bias_unit);
+          Barrier::arrive(&ss.bias_empty[i % kStages]);
+        }
+      }
       constexpr int kMask = decltype(kind)::value;
       if constexpr (kMask != kernels::kNoMask) {
         kernels::mask_scores<kMask>(gmma_row_col(acc_s), gmma_row_col(tScS), m0,

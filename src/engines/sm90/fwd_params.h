@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/fast_divisor.h"
 #include "kernels/score_params.h"
@@ -26,14 +27,44 @@ struct FwdParams {
   kernels::Strides3 o_strides, stats_strides;
 
   int32_t s_q = 0, s_kv = 0;
-  // Scale and band (no softcap yet: the planner declines it). p = exp2(qk * scale_log2 - max *
-  // scale_log2): the scale folds into one FFMA per score.
+  // Scale, softcap and band. The plain kernel folds the scale into the exponent, p = exp2(qk *
+  // scale_log2 - max * scale_log2), one FFMA per score; the score-mod kernel turns q.k into log2
+  // units first (kernels/score_mod.cuh).
   kernels::ScoreParams score;
 
   // A CTA's tiles (query tile, head, batch): from blockIdx.x in steps of gridDim.x (one per CTA,
   // or persistent); query head -> kv head (h / group).
   kernels::PersistentTileScheduler::Params tiles;
   kernels::FastDivisor group_div;
+
+  // The score-mod kernel's: appended, so that the plain kernel reads its fields at the offsets it
+  // read before they existed. The bias as a [b, h, s_q, s_kv] tensor map, loaded in boxes of 64
+  // keys x the tile's query rows (encoded by launch(); has_bias false: no bias). A dim the bias
+  // broadcasts (size 1, or stride 0) has size 1 in the map and takes coordinate 0: its
+  // coordinate is the tile's batch (head) times bias_b_step (bias_h_step), 0 or 1.
+  TmaDescriptor tma_bias;
+  bool has_bias = false;
+  int32_t bias_b_step = 0, bias_h_step = 0;
+  const float* sink = nullptr;  // null: no sink; f32 [h_q], sink_stride apart
+  int64_t sink_stride = 0;
+  // The list's head and batch indices swapped (tiles made with Hq and B exchanged): a tile's
+  // batches run side by side, so that a bias broadcast over the batch is read once from HBM and
+  // then from L2.
+  bool batches_inner = false;
+  // The score-mod kernel's unit of the bias (kernels::add_bias_tile): log2(e) with a softcap, whose
+  // scores are in log2 units; else 1 / scale, the scores staying raw q.k with the scale folded into
+  // the exponent as in the plain kernel.
+  float bias_unit = 0.f;
 };
+
+// What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the
+// plain kernel, and the score-mod kernel without a softcap), 1 after a softcap.
+template <bool kScoreMod>
+FLOE_HD float score_unit(const FwdParams& p) {
+  if constexpr (kScoreMod) {
+    if (p.score.has_softcap) return 1.f;
+  }
+  return p.score.scale_log2;
+}
 
 }  // namespace floe::detail::sm90

@@ -48,6 +48,7 @@ bool heavy_last_m(const Facts& f) {
 
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
+  bool score_mod = false;  // softcap, bias or sink: the score-mod kernel
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
@@ -112,8 +113,8 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90 has tiles for d_qk = d_v = 64, 128 or 256 only";
   }
-  if (std::string why = check_no_score_mods(f, "sm90"); !why.empty()) return why;
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
+  if (std::string why = check_tma_bias(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
   }
@@ -124,10 +125,13 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
            " query tiles exceed sm90's 2^31 - 1 CTAs";
   }
-  c.kernel = find_fwd_kernel(c.tile, f.dtype);
+  // The plain kernel keeps the scale folded into the exponent and knows no score mod; a negative
+  // scale is declined above.
+  c.score_mod = f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink);
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
-           to_string(f.dtype) + ")";
+           to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +
@@ -157,15 +161,29 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.s_q = static_cast<int32_t>(f.s_q);
   p.s_kv = static_cast<int32_t>(f.s_kv);
-  p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  constexpr double kLog2eD = kernels::kLog2eOf<double>;
+  p.score.scale_log2 = static_cast<float>(f.scale * kLog2eD);
+  p.score.has_softcap = f.has_softcap;
+  if (f.has_softcap) {
+    p.score.cap_log2 = static_cast<float>(f.softcap * kLog2eD);
+    p.score.tanh_k = static_cast<float>(2.0 * kLog2eD * f.scale / f.softcap);
+  }
+  if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
+  p.bias_unit = static_cast<float>(f.has_softcap ? kLog2eD : 1.0 / f.scale);
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   const bool lpt = c.schedule == FwdSchedule::lpt || c.schedule == FwdSchedule::lpt_snake ||
                    c.schedule == FwdSchedule::lpt_l2;
   const bool snake = c.schedule == FwdSchedule::lpt_snake || c.schedule == FwdSchedule::lpt_l2;
+  // A bias broadcast over the batch: the list runs a query tile's batches side by side (the
+  // score-mod kernel swaps the decoded head and batch back), so that the CTAs in flight share its
+  // bias tiles in L2 rather than reading them from HBM once per batch.
+  p.batches_inner = c.score_mod && f.b > 1 && f.has(TensorId::bias) &&
+                    (f.t(TensorId::bias).dims[0] == 1 || f.t(TensorId::bias).strides[0] == 0);
   p.tiles = kernels::PersistentTileScheduler::make(
-      (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b, heavy_last_m(f), lpt, snake,
+      (f.s_q + shape.block_m - 1) / shape.block_m, p.batches_inner ? f.b : f.h_q,
+      p.batches_inner ? f.h_q : f.b, heavy_last_m(f), lpt, snake,
       c.schedule == FwdSchedule::lpt_l2 ? l2_section_pairs(f) : 0);
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
   return p;
@@ -182,9 +200,22 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         kernel_(kernel),
         tile_(tile),
         schedule_(schedule),
-        grid_(grid) {}
+        grid_(grid),
+        has_sink_(f.has(TensorId::sink)) {
+    if (f.has(TensorId::bias)) {
+      params_.has_bias = true;
+      bias_ = tma_bias(f, kernel->block_m, &params_.bias_b_step, &params_.bias_h_step);
+    }
+  }
 
-  // Encodes the three tensor maps (host only: no allocation, no sync), then launches.
+  // TMA reads the bias too: its base, like Q's, K's and V's, needs 16 bytes.
+  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
+    if (id == TensorId::bias) return 16;
+    return TensorCoreLaunchPlan::pointer_alignment(id, facts);
+  }
+
+  // Encodes the tensor maps (three, four with a bias; host only: no allocation, no sync), then
+  // launches.
   Status launch(const Facts& facts, const Arguments& args, const Workspace&,
                 Stream stream) const override {
     FwdParams p = params_;
@@ -196,6 +227,16 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
                                             kernel_->name + " failed (cuTensorMapEncodeTiled)");
     }
+    if (params_.has_bias) {
+      TmaMatrix bias = bias_;
+      bias.base = args.get(TensorId::bias);
+      if (!encode_tma(bias, &p.tma_bias)) {
+        return Status(Code::device_error,
+                      std::string("sm90: encoding the bias's TMA descriptor of ") + kernel_->name +
+                          " failed (cuTensorMapEncodeTiled)");
+      }
+    }
+    if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
     p.o = args.get(TensorId::o);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
     if (facts.has(TensorId::seq_len_q))
@@ -212,16 +253,34 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
            " queries x " + std::to_string(s.block_n) + " keys, " +
            std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
            std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs (" +
-           to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)";
+           to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)" +
+           score_mods();
   }
 
  private:
+  // The score-mod kernel's features, for describe().
+  std::string score_mods() const {
+    if (!params_.score.has_softcap && !params_.has_bias && !has_sink_) return "";
+    std::string mods;
+    auto add = [&](const char* m) { mods += (mods.empty() ? "" : ", ") + std::string(m); };
+    if (params_.score.has_softcap) add("softcap");
+    if (params_.has_bias) {
+      add(params_.batches_inner ? "bias staged by TMA beside K and V (broadcast over b: a tile's "
+                                  "batches side by side)"
+                                : "bias staged by TMA beside K and V");
+    }
+    if (has_sink_) add("sink");
+    return "; score mods: " + mods;
+  }
+
   FwdParams params_;
   TmaTensor q_, k_, v_;
   const FwdKernel* kernel_;
   FwdTile tile_;
   FwdSchedule schedule_;
   unsigned grid_;
+  bool has_sink_ = false;
+  TmaMatrix bias_;  // with a bias: its tensor map, without the base
 };
 
 }  // namespace

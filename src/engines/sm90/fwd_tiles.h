@@ -17,15 +17,21 @@ struct FwdTileShape {
   bool pingpong;  // the consumer warpgroups take turns on the tensor cores
 
   constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
-  // Q, then `stages` K and V tiles, 2-byte elements, each 1024-byte aligned (the 128-byte swizzle
-  // repeats every 8 rows of 128 bytes), then the barriers.
-  constexpr int smem_base_bytes() const {
-    return 2 * (block_m * d + 2 * stages * block_n * d) + 1024;
+  // Q, then `stages` K and V tiles (and, for the score-mod kernels, `stages` bias tiles of
+  // block_m x block_n), 2-byte elements, each 1024-byte aligned (the 128-byte swizzle repeats
+  // every 8 rows of 128 bytes), then the barriers.
+  constexpr int smem_base_bytes(bool score_mod = false) const {
+    return 2 * (block_m * d + 2 * stages * block_n * d) +
+           (score_mod ? 2 * stages * block_m * block_n : 0) + 1024;
   }
   // Where it fits (227 KB a block), the epilogue stages O in a buffer of its own rather than in
   // Q's, so that the next tile's Q loads under the epilogue (a persistent CTA's next tile).
-  constexpr bool own_o() const { return smem_base_bytes() + 2 * block_m * d <= 227 * 1024; }
-  constexpr int smem_bytes() const { return smem_base_bytes() + (own_o() ? 2 * block_m * d : 0); }
+  constexpr bool own_o(bool score_mod = false) const {
+    return smem_base_bytes(score_mod) + 2 * block_m * d <= 227 * 1024;
+  }
+  constexpr int smem_bytes(bool score_mod = false) const {
+    return smem_base_bytes(score_mod) + (own_o(score_mod) ? 2 * block_m * d : 0);
+  }
 };
 
 // Measured on the H200 (bf16, 16k tokens, TFLOP/s, all variants in one call of the dev harness;
@@ -49,11 +55,16 @@ inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
   return kFwdTiles[static_cast<int>(t)];
 }
 
-// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>", by [tile][{f16, bf16}].
+// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>[_score_mod]", by
+// [tile][{f16, bf16}]: the plain kernels, and the score-mod ones (softcap, bias, sink).
 inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
     {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
     {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
     {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"}};
+inline constexpr const char* kFwdScoreModKernelNames[kFwdTileCount][2] = {
+    {"sm90_fwd_d64_f16_score_mod", "sm90_fwd_d64_bf16_score_mod"},
+    {"sm90_fwd_d128_f16_score_mod", "sm90_fwd_d128_bf16_score_mod"},
+    {"sm90_fwd_d256_f16_score_mod", "sm90_fwd_d256_bf16_score_mod"}};
 
 // The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
 inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {

@@ -14,9 +14,10 @@ namespace floe::detail::sm90 {
 
 // The types of a tile shape given as numbers (so that variants can be built beside the table's);
 // FwdTraits below is the table's. kPingpong_: the two consumer warpgroups take turns issuing
-// their products (fwd_mainloop.cuh).
+// their products (fwd_mainloop.cuh). kScoreMod_: the score-mod kernel (softcap, bias staged in
+// shared memory beside K and V, sink); the plain kernel's types are those of the flag's absence.
 template <class Element_, int kD_, int kBlockN_, int kConsumerWarpgroups_, int kStages_,
-          bool kPingpong_>
+          bool kPingpong_, bool kScoreMod_ = false>
 struct FwdTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -29,7 +30,8 @@ struct FwdTraitsOf {
   static constexpr int kThreads = kShape.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
-  static constexpr bool kOwnO = kShape.own_o();  // fwd_tiles.h
+  static constexpr bool kScoreMod = kScoreMod_;
+  static constexpr bool kOwnO = kShape.own_o(kScoreMod);  // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
 
   using BM = cute::Int<kBlockM>;
@@ -50,6 +52,10 @@ struct FwdTraitsOf {
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, D>{}));
   using SmemLayoutKV =
       decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BN, D, cute::Int<kStages>>{}));
+  // The bias tiles (query rows x keys), written by TMA in 64-column boxes as Q's tile is: the
+  // swizzle spreads a warp's reads of 8 rows over all 32 banks.
+  using SmemLayoutBias =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kStages>>{}));
   // V^T(d, n, stage) = V(n, d, stage).
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<D, BN, cute::Int<kStages>>{},
@@ -64,12 +70,19 @@ struct FwdTraitsOf {
                   : 16) cute::array_aligned<Element, kOwnO ? cute::cosize_v<SmemLayoutQ> : 8> o;
     alignas(8) uint64_t q_full, q_empty;  // the Q tile (and the epilogue's staging of O)
     uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
+    // The score-mod kernel's bias ring, at the end so that the plain kernel's offsets are those
+    // it had before the ring existed (its 8 unused elements and barriers are never touched).
+    uint64_t bias_full[kStages], bias_empty[kStages];
+    alignas(kScoreMod ? 1024 : 16)
+        cute::array_aligned<Element, kScoreMod ? cute::cosize_v<SmemLayoutBias> : 8> bias;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
-  static_assert(kSmemBytes <= kShape.smem_bytes(), "fwd_tiles.h undercounts the shared memory");
+  static_assert(kSmemBytes <= kShape.smem_bytes(kScoreMod),
+                "fwd_tiles.h undercounts the shared memory");
 
   static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kD * sizeof(Element);
+  static constexpr uint32_t kBiasBytes = kBlockM * kBlockN * sizeof(Element);
 
   // Registers per thread after setmaxnreg: the producer keeps few, the consumers take the rest
   // (128 x 24 + 256 x 240 <= 64K; 128 x 24 + 384 x 160 with three consumers).
@@ -77,9 +90,10 @@ struct FwdTraitsOf {
   static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
 };
 
-template <FwdTile kTile, class Element>
-using FwdTraits = FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
-                              fwd_tile_shape(kTile).consumer_warpgroups,
-                              fwd_tile_shape(kTile).stages, fwd_tile_shape(kTile).pingpong>;
+template <FwdTile kTile, class Element, bool kScoreMod = false>
+using FwdTraits =
+    FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
+                fwd_tile_shape(kTile).consumer_warpgroups, fwd_tile_shape(kTile).stages,
+                fwd_tile_shape(kTile).pingpong, kScoreMod>;
 
 }  // namespace floe::detail::sm90

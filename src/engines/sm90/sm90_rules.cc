@@ -27,6 +27,56 @@ std::string check_no_score_mods(const Facts& f, const std::string& who) {
   return "";
 }
 
+namespace {
+
+// The bias dims (batch, head) its tensor map keeps: a dim of size 1 or stride 0 is broadcast.
+bool bias_dim_broadcast(const TensorDesc& d, int i) {
+  return d.dims[i] == 1 || d.strides[i] == 0;
+}
+
+}  // namespace
+
+std::string check_tma_bias(const Facts& f) {
+  if (!f.has(TensorId::bias)) return "";
+  const TensorDesc& d = f.t(TensorId::bias);
+  const std::string name = tensor_name(TensorId::bias);
+  if (d.dims[3] > 1 && d.strides[3] != 1) {
+    return name + " strides[3] = " + std::to_string(d.strides[3]) +
+           ": sm90 stages the bias by TMA, which needs a unit innermost stride";
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (i < 2 && bias_dim_broadcast(d, i)) continue;
+    if (d.dims[i] <= 1) continue;
+    if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
+      return name + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) +
+             ": sm90 stages the bias by TMA, which needs " +
+             (i < 2 ? "the strides of the batch and head dims it does not broadcast (stride 0 "
+                      "or size 1 broadcasts)"
+                    : "the row stride") +
+             " a positive multiple of 8 elements (16 bytes) below 2^39";
+    }
+  }
+  return "";
+}
+
+TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step) {
+  const TensorDesc& d = f.t(TensorId::bias);
+  const bool bcast_b = bias_dim_broadcast(d, 0), bcast_h = bias_dim_broadcast(d, 1);
+  TmaMatrix t;
+  t.b = bcast_b ? 1 : d.dims[0];
+  t.h = bcast_h ? 1 : d.dims[1];
+  t.rows = d.dims[2];
+  t.cols = d.dims[3];
+  t.stride_b = bcast_b ? 0 : d.strides[0];
+  t.stride_h = bcast_h ? 0 : d.strides[1];
+  t.stride_row = d.strides[2];
+  t.box_rows = box_rows;
+  t.bf16 = f.dtype == DType::bf16;
+  *b_step = bcast_b ? 0 : 1;
+  *h_step = bcast_h ? 0 : 1;
+  return t;
+}
+
 std::string check_scale_and_sizes(const Facts& f) {
   if (!(f.scale > 0)) return "scale = " + std::to_string(f.scale) + ": sm90 needs a positive scale";
   if (f.b == 0 || f.h_q == 0 || f.s_q == 0 || f.s_kv == 0) {

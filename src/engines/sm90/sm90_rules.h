@@ -14,8 +14,17 @@ namespace floe::detail::sm90 {
 
 inline constexpr int64_t kInt32Max = INT32_MAX;
 
-// bias, sink and softcap, which `who` ("sm90", "sm90's backward") does not serve yet.
+// bias, sink and softcap, which `who` ("sm90's backward") does not serve yet.
 std::string check_no_score_mods(const Facts& f, const std::string& who);
+
+// A bias the forward's TMA can stage (kernels see it as fwd_params.h's tensor map): a unit
+// innermost stride; a row stride and the strides of the batch and head dims it does not broadcast
+// positive multiples of 8 elements (16 bytes) below 2^39; a broadcast dim has size 1 or stride 0.
+std::string check_tma_bias(const Facts& f);
+
+// The forward's bias tensor map (box_rows query rows a box), without its base; *b_step and
+// *h_step (0 or 1) turn the tile's batch and head into the map's coordinates (0 where broadcast).
+TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step);
 
 // A positive scale and no empty dimension: what every sm90 kernel assumes.
 std::string check_scale_and_sizes(const Facts& f);

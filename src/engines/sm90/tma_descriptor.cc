@@ -67,4 +67,27 @@ bool encode_tma(const TmaTensor& t, TmaDescriptor* out) {
   return r == CUDA_SUCCESS;
 }
 
+bool encode_tma(const TmaMatrix& t, TmaDescriptor* out) {
+  const Encoder& e = encoder();
+  if (e.fn == nullptr) return false;
+  constexpr int64_t kChunk = 64;  // columns per box: one 128-byte swizzle row
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.cols), static_cast<cuuint64_t>(t.rows),
+                              static_cast<cuuint64_t>(t.h), static_cast<cuuint64_t>(t.b)};
+  auto bytes = [](int64_t elems, int64_t dim) {
+    return static_cast<cuuint64_t>(dim > 1 ? elems * 2 : kChunk * 2);
+  };
+  const cuuint64_t strides[3] = {bytes(t.stride_row, t.rows), bytes(t.stride_h, t.h),
+                                 bytes(t.stride_b, t.b)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(t.box_rows),
+                             1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r =
+      e.fn(reinterpret_cast<CUtensorMap*>(out),
+           t.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+           const_cast<void*>(t.base), dims, strides, box, elem_strides,
+           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
 }  // namespace floe::detail::sm90

@@ -27,9 +27,22 @@ struct TmaTensor {
   bool bf16 = true;
 };
 
+// A [b, h, rows, cols] tensor of 2-byte elements with a unit column stride (a bias), seen by boxes
+// of 64 columns x box_rows rows with the 128-byte swizzle: one box fills [box_rows][64] as CuTe's
+// K-major SW128 layout, zero-filled past `rows` and `cols`. Strides in elements, multiples of 8
+// in every dim of size above 1 (a dim of size 1 may carry any stride).
+struct TmaMatrix {
+  const void* base = nullptr;
+  int64_t b = 0, h = 0, rows = 0, cols = 0;
+  int64_t stride_b = 0, stride_h = 0, stride_row = 0;
+  int box_rows = 0;
+  bool bf16 = true;
+};
+
 // Empty when the driver's encoder is available (resolved once, thread-safe); else why not.
 std::string tma_encoder_status();
 // False on a driver error (the tensor map is then unusable).
 bool encode_tma(const TmaTensor& t, TmaDescriptor* out);
+bool encode_tma(const TmaMatrix& t, TmaDescriptor* out);
 
 }  // namespace floe::detail::sm90
