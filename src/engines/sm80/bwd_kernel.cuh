@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int sq_b = rows.sq;
   const int skv_b = rows.skv;
   const int n0 = n_block * T::kBlockN;
-  // A ragged key slot shorter than the envelope: its tiles past the slot write nothing.
-  if (kServing && n0 >= rows.kv_rows) return;
+  // A ragged key slot shorter than the envelope: its tiles past the slot write no dK or dV (the
+  // next slot's tokens); with a bias gradient they still zero their dBias columns below.
+  if (kServing && n0 >= rows.kv_rows && p.dbias == nullptr) return;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
     qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
@@ -65,7 +66,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
                      skv_b, rows.q0, rows.kv0, rows.kv_rows, rows.kv_slot};
   if (!qt.empty()) BwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
   if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
-  bwd_epilogue<T, kServing>(p, smem, tid, blk, acc_dk, acc_dv);
+  if constexpr (kServing) {
+    // The slot read again, through an index the compiler cannot see through, rather than kept
+    // in registers across the main loop.
+    const kernels::BatchRows again =
+        kernels::batch_rows(p.serve, p.lens, kernels::opaque(b), p.s_q, p.s_kv);
+    BwdBlock end = blk;
+    end.kv0 = again.kv0;
+    end.kv_rows = again.kv_rows;
+    end.kv_slot = again.kv_slot;
+    bwd_epilogue<T, kServing>(p, smem, tid, end, acc_dk, acc_dv);
+  } else {
+    bwd_epilogue<T, kServing>(p, smem, tid, blk, acc_dk, acc_dv);
+  }
 }
 
 }  // namespace floe::detail::sm80

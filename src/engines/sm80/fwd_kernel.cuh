@@ -26,7 +26,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
+  const kernels::QueryTile tile =
+      kServing ? kernels::PersistentTileScheduler::tile(p.serve_tiles, blockIdx.x)
+               : kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
   const kernels::BatchRows rows = kServing
                                       ? kernels::batch_rows(p.serve, p.lens, tile.b, p.s_q, p.s_kv)
                                       : kernels::BatchRows{0,
@@ -64,7 +66,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
     FwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax,
                                              scale_log2, rows);
   }
-  fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, rows);
+  if constexpr (kServing) {
+    // The slot read again, through an index the compiler cannot see through, rather than kept
+    // in registers across the main loop (where the accumulators need them).
+    const kernels::BatchRows again =
+        kernels::batch_rows(p.serve, p.lens, kernels::opaque(tile.b), p.s_q, p.s_kv);
+    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, again);
+  } else {
+    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, rows);
+  }
 }
 
 }  // namespace floe::detail::sm80

@@ -58,7 +58,12 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
                                               f.mask.right.has_value() && !f.mask.left.has_value());
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
-  if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
+  if (f.serving()) {
+    p.serve = make_serving_rows(f, shape.block_n);
+    p.serve_tiles = kernels::PersistentTileScheduler::make(
+        (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b,
+        f.mask.right.has_value() && !f.mask.left.has_value(), /*lpt=*/true);
+  }
   return p;
 }
 
