@@ -544,8 +544,14 @@ TEST(Sm80Plan, EveryHeadDimRoutesToTheTileOfEachPartClass) {
       auto plan = Plan::build(p, target, PlanOptions{"sm80"});
       const std::string prefix = backward ? "backward tile " : "tile ";
       const bool is_built =
-          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile, sm80::find_bwd_kernel)
-                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile, sm80::find_fwd_kernel);
+          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile,
+                                               [](sm80::BwdTile t, DType dt, bool mod) {
+                                                 return sm80::find_bwd_kernel(t, dt, mod);
+                                               })
+                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile,
+                                               [](sm80::FwdTile t, DType dt, bool mod) {
+                                                 return sm80::find_fwd_kernel(t, dt, mod);
+                                               });
       if (!is_built) {
         ASSERT_FALSE(plan.ok());
         EXPECT_NE(plan.status().message().find("  sm80: declined: kernel not built in the ci "
