@@ -12,11 +12,12 @@ mkdir -p "$out"
 step() {  # step NAME SECONDS CMD...: its output in OUT/NAME.log, its time and status in steps.txt
   local name=$1 secs=$2
   shift 2
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   timeout "$secs" "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  echo "$name rc=$rc $(echo "$(date +%s.%N) - $t0" | bc) s" | tee -a "$out/steps.txt"
+  echo "$name rc=$rc $((($(date +%s%N) - t0) / 1000000)) ms" | tee -a "$out/steps.txt"
 }
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv >"$out/gpu.txt" 2>&1
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step serving_test 30 "$bin/serving_test"

@@ -55,10 +55,17 @@ std::string check_operand_rows(const Facts& f, TensorId id, int block_rows) {
              " needs 16-byte-aligned rows (every outer stride a multiple of 8 elements)";
     }
   }
-  // A paged tile is one base plus 32-bit row offsets only when a page holds whole tiles
-  // (ServingRows::tile_in_page); otherwise each row has its own 64-bit address.
-  if (paged(f, id) && f.page_size % block_rows != 0) return "";
   const int r = row_dim(f, id);
+  // A paged tile is one base plus 32-bit row offsets only when a page holds whole tiles
+  // (ServingRows::tile_in_page); otherwise each row has its own 64-bit address, a 32-bit row
+  // stride times the row in its page.
+  if (paged(f, id) && f.page_size % block_rows != 0) {
+    if (d.dims[r] > 1 && d.strides[r] > kInt32Max) {
+      return name + layout + " strides[1] = " + std::to_string(d.strides[1]) + ": " + kEngine +
+             " needs a page's row stride below 2^31";
+    }
+    return "";
+  }
   if (d.dims[r] > 1 && static_cast<int64_t>(block_rows) * d.strides[r] > kInt32Max) {
     return name + layout + " strides[" + std::to_string(r) + "] = " + std::to_string(d.strides[r]) +
            ": " + kEngine + " addresses " + std::to_string(block_rows) +
