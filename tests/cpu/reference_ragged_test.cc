@@ -526,7 +526,7 @@ TEST(ReferencePaged, ForwardEqualsTheGatheredDenseProblem) {
 // serves them natively (its serving kernels, d128 here: the ci kernel set's tile) and ranks
 // first among the engines that accept; generic serves them too (pinned), with pages of any size.
 TEST(ServingDeclines, GpuEnginesNameTheOption) {
-  const Shape s{2, 8, 2, 16, 128, 128, 128};
+  const Shape s{2, 8, 2, 64, 128, 128, 128};  // s_q 64: not a short (decode) query side
   const struct {
     Problem p;
     const char* option;
