@@ -1,6 +1,6 @@
 # floe_add_engine(NAME [ARCHS arch...]
 #                 [DIRECTIONS dir... TILES tile... [FWD_TILES tile...] [BWD_TILES tile...]
-#                  CI_TILES tile... TILE_TEMPLATE file])
+#                  CI_TILES tile... TILE_TEMPLATE file [SERVING_TEMPLATE file]])
 #
 # Adds the engine in src/engines/NAME (its *.cc and *.cu, globbed) to the floe library, its CUDA
 # code compiled for its own architectures: ARCHS as far as FLOE_CUDA_ARCHS allows (an engine of
@@ -9,9 +9,11 @@
 # TILE_TEMPLATE into the build tree (@DIR@, @DIR_NAME@ = Fwd/Bwd, @TILE@, @KERNEL@ = Fwd/BwdKernel,
 # @BUILT@): the instantiations of a tile compile in parallel with the others. FWD_TILES or
 # BWD_TILES replace TILES for a direction whose tiles differ. FLOE_KERNELS=ci builds CI_TILES
-# only; the other tiles get a host-only stub that finds no kernel.
+# only; the other tiles get a host-only stub that finds no kernel. SERVING_TEMPLATE: a second
+# translation unit per (direction, tile), <direction>_serving_<tile>, from that template (the
+# engine's serving instantiations: ragged sides, paged K/V), built and stubbed like the first.
 function(floe_add_engine name)
-  cmake_parse_arguments(E "" "TILE_TEMPLATE" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES"
+  cmake_parse_arguments(E "" "TILE_TEMPLATE;SERVING_TEMPLATE" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES"
                         ${ARGN})
   set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
   file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
@@ -54,6 +56,11 @@ function(floe_add_engine name)
       set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_${tile}.${ext}")
       configure_file("${E_TILE_TEMPLATE}" "${out}" @ONLY)
       list(APPEND sources "${out}")
+      if(E_SERVING_TEMPLATE)
+        set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_serving_${tile}.${ext}")
+        configure_file("${E_SERVING_TEMPLATE}" "${out}" @ONLY)
+        list(APPEND sources "${out}")
+      endif()
     endforeach()
   endforeach()
 

@@ -568,8 +568,9 @@ TEST_F(CliTest, RunHelpPointsAtTheCaseFormat) {
   EXPECT_NE(r.out.find("problem.json"), std::string::npos) << r.out;
 }
 
-// A ragged, paged case (DESIGN 4's keys) runs on the CPU; explain routes it to generic and
-// names the option the fast engines decline for until they serve it.
+// A ragged, paged case (DESIGN 4's keys) runs on the CPU; explain routes it to sm80's serving
+// kernels (or generic, where the kernel set lacks the tile) and names the option sm90 declines
+// for until it serves it.
 TEST_F(CliTest, RaggedPagedCaseRunsAndExplainsTheDeclines) {
   const Problem p = Problem::forward({2, 2, 1, 4, 10, 8, 8}, DType::bf16)
                         .set_ragged_q(5)
@@ -606,9 +607,17 @@ TEST_F(CliTest, RaggedPagedCaseRunsAndExplainsTheDeclines) {
   }
   const Ran e = floe("explain --arch sm_90 " + c);
   ASSERT_EQ(e.code, 0) << e.out;
-  EXPECT_EQ(first_line(e.out), "engine: generic") << e.out;
-  for (const char* engine : {"sm90", "sm80"}) {
-    EXPECT_NE(e.out.find(std::string("  ") + engine + ": declined: ragged_q: "), std::string::npos)
+  // sm90 declines the layout; sm80 serves it natively where the kernel set holds its tile (d64
+  // here), and in the ci set, which does not, generic takes it (or a decode engine ranked ahead,
+  // for this short query side).
+  const std::string chosen = first_line(e.out);
+  EXPECT_TRUE(chosen == "engine: sm80" || chosen == "engine: generic" || chosen == "engine: decode")
+      << e.out;
+  EXPECT_NE(e.out.find("  sm90: declined: ragged_q: "), std::string::npos) << e.out;
+  if (chosen == "engine: generic") {
+    EXPECT_NE(e.out.find("  sm80: declined: kernel not built in the ci kernel set (serving tile "
+                         "d64, bf16, plain)"),
+              std::string::npos)
         << e.out;
   }
 }

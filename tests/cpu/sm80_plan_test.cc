@@ -227,6 +227,122 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
   }
 }
 
+// Ragged sides (both directions) and paged K/V (forward) run sm80's serving kernels natively
+// (DESIGN 2.1, 2.2): on sm_90 sm90 declines them and sm80, next in rank, takes them; the ci kernel
+// set builds the d128 serving tile. No workspace forward; the backward's chunks are sized by the
+// envelope (B x Hq x the query tiles of s_q), never by the packed totals.
+TEST(Sm80Plan, ServesRaggedAndPagedProblemsNatively) {
+  const Shape env{4, 16, 4, 700, 900, 128, 128};
+  std::vector<Named> problems;
+  problems.push_back(
+      {"ragged q and kv, causal, valid lengths", Problem::forward(env, DType::bf16)
+                                                     .set_ragged_q(2000)
+                                                     .set_ragged_kv(2500, DType::i64)
+                                                     .set_seq_len_q()
+                                                     .set_causal(MaskAlign::bottom_right)
+                                                     .set_stats()});
+  problems.push_back({"ragged q, heads-major stats", Problem::forward(env, DType::f16)
+                                                         .set_ragged_q(2000)
+                                                         .set_stats()
+                                                         .set_strides(TensorId::stats, {1, 2000})});
+  problems.push_back({"paged 16, dense q", Problem::forward(env, DType::bf16)
+                                               .set_paged_kv(16, 300)
+                                               .set_seq_len_kv()
+                                               .set_causal(MaskAlign::bottom_right)});
+  problems.push_back({"paged 64, ragged q, softcap", Problem::forward(env, DType::bf16)
+                                                         .set_ragged_q(2000)
+                                                         .set_paged_kv(64, 80)
+                                                         .set_seq_len_kv()
+                                                         .set_softcap(30.0)});
+  problems.push_back({"paged 48 (rows from the table), HND pages",
+                      Problem::forward(env, DType::bf16)
+                          .set_paged_kv(48, 100)
+                          .set_seq_len_kv()
+                          .set_strides(TensorId::k, {4 * 48 * 128, 128, 48 * 128, 1})
+                          .set_strides(TensorId::v, {4 * 48 * 128, 128, 48 * 128, 1})});
+  problems.push_back({"backward ragged q and kv", Problem::backward(env, DType::bf16)
+                                                      .set_ragged_q(2000)
+                                                      .set_ragged_kv(2500)
+                                                      .set_causal(MaskAlign::bottom_right)});
+  problems.push_back({"backward ragged q, bias [1, Hq]",
+                      Problem::backward(env, DType::f16).set_ragged_q(2000).set_bias(1, 16)});
+  for (const Named& n : problems) {
+    SCOPED_TRACE(n.name);
+    for (int arch : {80, 90}) {
+      auto plan = Plan::build(n.problem, Target::cuda_arch(arch));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
+      const EngineVerdict* v = verdict_of(*plan, "sm80");
+      ASSERT_NE(v, nullptr);
+      EXPECT_TRUE(v->accepted) << v->reason;
+      EXPECT_NE(
+          plan->explain().find(
+              "sm80_" + std::string(n.problem.direction() == Direction::backward ? "bwd" : "fwd") +
+              "_serving_d128_"),
+          std::string::npos)
+          << plan->explain();
+      if (n.problem.direction() == Direction::forward) {
+        EXPECT_EQ(plan->workspace_bytes(), 0u);
+      } else {
+        const size_t rows = size_t{4} * 16 * ((700 + 63) / 64) * 64;  // d128: 64-row visits
+        const auto& chunks = plan->workspace_chunks();
+        ASSERT_GE(chunks.size(), 3u);
+        EXPECT_EQ(chunks[0].name, "dq_accum");
+        EXPECT_EQ(chunks[0].bytes, rows * 128 * 4);
+        EXPECT_EQ(chunks[1].bytes, rows * 4);
+      }
+    }
+  }
+}
+
+// What sm80 cannot serve of a ragged or paged problem: layouts its 16-byte row loads cannot
+// address, named by tensor, field and rule (generic then serves them); a paged backward is
+// refused by validation before any engine.
+TEST(Sm80Plan, DeclinesServingLayoutsItCannotAddress) {
+  const Shape env{2, 8, 2, 300, 600, 128, 128};
+  struct Case {
+    const char* name;
+    Problem problem;
+    std::string reason;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"ragged q, odd token stride",
+                   Problem::forward(env, DType::bf16)
+                       .set_ragged_q(500)
+                       .set_strides(TensorId::q, {8 * 132 + 4, 132, 1}),
+                   "tensor 'q' (ragged) strides[0] = 1060: sm80 needs 16-byte-aligned rows "
+                   "(every outer stride a multiple of 8 elements)"});
+  cases.push_back({"ragged kv, head dim strided",
+                   Problem::forward(env, DType::f16)
+                       .set_ragged_kv(900)
+                       .set_strides(TensorId::v, {2 * 256, 256, 2}),
+                   "tensor 'v' (ragged) strides[2] = 2: sm80 needs a unit innermost stride"});
+  cases.push_back(
+      {"paged, pages of whole tiles, page rows 2^27 apart",
+       Problem::forward(env, DType::bf16)
+           .set_paged_kv(64, 16)
+           .set_seq_len_kv()
+           .set_strides(TensorId::k, {int64_t{1} << 31, int64_t{1} << 27, 128, 1}),
+       "tensor 'k' (paged) strides[1] = 134217728: sm80 addresses 64 rows at a time with "
+       "32-bit offsets; 64 x strides[1] must stay below 2^31"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->engine(), "generic") << plan->explain();
+    const EngineVerdict* v = verdict_of(*plan, "sm80");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_EQ(v->reason, c.reason);
+  }
+  auto paged_bwd =
+      Plan::build(Problem::backward(env, DType::bf16).set_paged_kv(16, 64).set_seq_len_kv(),
+                  Target::cuda_arch(90));
+  ASSERT_FALSE(paged_bwd.ok());
+  EXPECT_NE(paged_bwd.status().message().find("paged_kv: forward only"), std::string::npos)
+      << paged_bwd.status().message();
+}
+
 // Behind decode (which takes only s_q <= 16) and sm90.
 TEST(Sm80Plan, RanksSecondBehindSm90) {
   const std::vector<std::string> names = engine_names();
@@ -437,8 +553,14 @@ TEST(Sm80Plan, EveryHeadDimRoutesToTheTileOfEachPartClass) {
       auto plan = Plan::build(p, target, PlanOptions{"sm80"});
       const std::string prefix = backward ? "backward tile " : "tile ";
       const bool is_built =
-          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile, sm80::find_bwd_kernel)
-                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile, sm80::find_fwd_kernel);
+          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile,
+                                               [](sm80::BwdTile t, DType dt, bool mod) {
+                                                 return sm80::find_bwd_kernel(t, dt, mod);
+                                               })
+                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile,
+                                               [](sm80::FwdTile t, DType dt, bool mod) {
+                                                 return sm80::find_fwd_kernel(t, dt, mod);
+                                               });
       if (!is_built) {
         ASSERT_FALSE(plan.ok());
         EXPECT_NE(plan.status().message().find("  sm80: declined: kernel not built in the ci "

@@ -1,14 +1,16 @@
-// Ragged (THD) problems, forward and backward, and paged forwards on the generic engine
-// (DESIGN 2.1, 2.2) against the reference engine on the same inputs: packed and padded slots, zero
-// lengths, slots wider than the envelope, tokens past the last slot (which must stay untouched),
-// i32 and i64 offsets, both stats layouts, pages of 1, 16, 48, 64 and 128 in any order, NHD and HND
-// strides;
-// and one plan executed over several length vectors. Skips without a GPU. A failing case is written
-// as a case folder that `floe run --device cuda --engine generic` reproduces.
+// Ragged (THD) problems, forward and backward, and paged forwards on the generic and sm80
+// engines, each pinned (DESIGN 2.1, 2.2), against the reference engine on the same inputs: packed
+// and padded slots, zero lengths, slots wider than the envelope, tokens past the last slot (which
+// must stay untouched), i32 and i64 offsets, both stats layouts, pages of 1, 16, 48, 64 and 128 in
+// any order, NHD and HND strides; and one plan executed over several length vectors, directly and
+// as a captured graph. Skips without a GPU. A failing case is written as a case folder that
+// `floe run --device cuda --engine ENGINE` reproduces. sm80 runs at d 128 (the tile of the ci
+// kernel set).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -67,9 +69,9 @@ struct Config {
 
 // A random problem of the config with its inputs (the backward's O, dO and stats random
 // too: its formulas hold for any of them).
-Case make_case(const Config& cfg, uint32_t seed) {
+Case make_case(const Config& cfg, uint32_t seed, int64_t d = 64) {
   std::mt19937 rng(seed);
-  const int64_t b = 5, h_q = 8, h_kv = 2, s_q = 150, s_kv = 300, d = 64;
+  const int64_t b = 5, h_q = 8, h_kv = 2, s_q = 150, s_kv = 300;
   const Shape s{b, h_q, h_kv, s_q, s_kv, d, d};
   Case c;
   Problem p = cfg.backward ? Problem::backward(s, cfg.dtype) : Problem::forward(s, cfg.dtype);
@@ -158,14 +160,14 @@ int compare(const std::string& what, const HostArray& got, const HostArray& want
       ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
     }
     if (!ok && bad++ < 3) {
-      ADD_FAILURE() << what << " element " << i << ": generic " << g << ", reference " << w;
+      ADD_FAILURE() << what << " element " << i << ": got " << g << ", reference " << w;
     }
   }
   return bad;
 }
 
-void check(const Case& c, const std::string& name) {
-  Result<RunResult> gpu = run_case(c, "generic", Memory::device);
+void check(const Case& c, const std::string& name, const std::string& engine = "generic") {
+  Result<RunResult> gpu = run_case(c, engine, Memory::device);
   ASSERT_TRUE(gpu.ok()) << gpu.status().message();
   Result<RunResult> ref = run_case(c, "reference", Memory::host);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
@@ -174,18 +176,20 @@ void check(const Case& c, const std::string& name) {
     bad += compare(name + " " + out, gpu->outputs.at(out), want, c.problem.dtype(), out == "stats");
   }
   if (bad) {
-    const fs::path dir = fs::path(FLOE_BINARY_DIR) / "test_tmp" / "serving_failures" / name;
+    const fs::path dir =
+        fs::path(FLOE_BINARY_DIR) / "test_tmp" / "serving_failures" / (engine + "_" + name);
     fs::remove_all(dir);
     const Status st = write_case(dir.string(), c.problem, c.inputs);
-    ADD_FAILURE() << "reproduce: floe run --device cuda --engine generic " << dir.string()
+    ADD_FAILURE() << "reproduce: floe run --device cuda --engine " << engine << " " << dir.string()
                   << (st.ok() ? "" : " (could not write: " + st.message() + ")");
   }
 }
 
 class Serving : public test::GpuTest {};
 
-TEST_F(Serving, RaggedAndPagedMatchReference) {
-  const Config configs[] = {
+// Every config below, each a forward or a backward of five batches (one of them empty).
+std::vector<Config> serving_configs() {
+  return {
       {"ragged_q", true, false, 0, false, false, false, false, false, false, DType::bf16},
       {"ragged_kv", false, true, 0, false, true, false, false, false, false, DType::f16},
       {"ragged_both_padded_causal", true, true, 0, true, true, false, true, false, false,
@@ -204,9 +208,14 @@ TEST_F(Serving, RaggedAndPagedMatchReference) {
       {"bwd_ragged_kv", false, true, 0, false, false, true, true, false, false, DType::f16, true},
       {"bwd_ragged_both_extras_i64", true, true, 0, true, true, true, true, true, false,
        DType::bf16, true},
+      {"bwd_ragged_both_plain_heads_major", true, true, 0, false, false, false, true, false, false,
+       DType::f16, true},
   };
+}
+
+TEST_F(Serving, RaggedAndPagedMatchReference) {
   uint32_t seed = 900;
-  for (const Config& cfg : configs) {
+  for (const Config& cfg : serving_configs()) {
     for (int rep = 0; rep < 2; ++rep) {
       const std::string name = std::string(cfg.name) + "_" + std::to_string(seed);
       SCOPED_TRACE(name);
@@ -215,17 +224,34 @@ TEST_F(Serving, RaggedAndPagedMatchReference) {
   }
 }
 
+// sm80 pinned: its serving kernels (ragged rows at the slot's base, paged rows from the block
+// table, one base per tile for pages of 64 and 128, a lookup per row for 1, 16 and 48).
+// FLOE_SERVING_REPS: random cases per config (default 3; 1 under the sanitizers).
+TEST_F(Serving, Sm80RaggedAndPagedMatchReference) {
+  const char* reps_env = std::getenv("FLOE_SERVING_REPS");
+  const int reps = reps_env != nullptr ? std::max(1, std::atoi(reps_env)) : 3;
+  uint32_t seed = 1900;
+  for (const Config& cfg : serving_configs()) {
+    for (int rep = 0; rep < reps; ++rep) {
+      const std::string name = std::string(cfg.name) + "_d128_" + std::to_string(seed);
+      SCOPED_TRACE(name);
+      check(make_case(cfg, seed++, 128), name, "sm80");
+    }
+  }
+}
+
 // One plan, one set of buffers, several length vectors: each execute equals the reference
 // for its own offsets and lengths (no length reaches the host, P6).
-TEST_F(Serving, OnePlanServesEveryLengthVector) {
+void one_plan_serves_every_length_vector(const std::string& engine, int64_t d) {
+  SCOPED_TRACE(engine);
   const Config cfg = {"plan", true, true, 0, true, true, false, false, false, false, DType::bf16};
-  const Case base = make_case(cfg, 4242);
+  const Case base = make_case(cfg, 4242, d);
   const Problem& p = base.problem;
   const int64_t b = p.shape().b;
   Result<Target> target = Target::cuda();
   FLOE_ASSERT_OK(target);
   PlanOptions options;
-  options.engine = "generic";
+  options.engine = engine;
   Result<Plan> plan = Plan::build(p, *target, options);
   FLOE_ASSERT_OK(plan);
   Result<TensorBuffers> buf = TensorBuffers::create(p, Memory::device);
@@ -270,6 +296,11 @@ TEST_F(Serving, OnePlanServesEveryLengthVector) {
   }
 }
 
+TEST_F(Serving, OnePlanServesEveryLengthVector) {
+  one_plan_serves_every_length_vector("generic", 64);
+  one_plan_serves_every_length_vector("sm80", 128);
+}
+
 // Fresh slots and valid lengths that fit the plan's totals (the envelope stays), written into
 // `c`'s inputs.
 void new_lengths(const Problem& p, std::mt19937& rng, Case& c) {
@@ -296,19 +327,23 @@ void new_lengths(const Problem& p, std::mt19937& rng, Case& c) {
 
 // P6: one captured graph replays over many length vectors (uploaded between replays, outside
 // the graph) and gives bitwise what a direct execute gives for each.
-TEST_F(Serving, CapturedGraphReplaysOverLengthVectors) {
+void captured_graph_replays_over_length_vectors(const std::string& engine, int64_t d) {
+  SCOPED_TRACE(engine);
   const Config configs[] = {
       {"graph_fwd", true, true, 0, true, true, true, false, false, false, DType::bf16, false},
       {"graph_bwd", true, true, 0, true, true, true, true, false, false, DType::f16, true},
   };
   for (const Config& cfg : configs) {
     SCOPED_TRACE(cfg.name);
-    const Case base = make_case(cfg, 5151);
+    Case base = make_case(cfg, 5151, d);
+    // A backward adds dQ in no fixed order unless asked for one (sm80's fp32 reductions); the
+    // replays must match bit for bit, so ask (generic's order is fixed either way).
+    if (cfg.backward) base.problem.set_deterministic();
     const Problem& p = base.problem;
     Result<Target> target = Target::cuda();
     FLOE_ASSERT_OK(target);
     PlanOptions options;
-    options.engine = "generic";
+    options.engine = engine;
     Result<Plan> plan = Plan::build(p, *target, options);
     FLOE_ASSERT_OK(plan);
     Result<TensorBuffers> buf = TensorBuffers::create(p, Memory::device);
@@ -365,6 +400,11 @@ TEST_F(Serving, CapturedGraphReplaysOverLengthVectors) {
     cudaStreamDestroy(stream);
     if (ws) cudaFree(ws);
   }
+}
+
+TEST_F(Serving, CapturedGraphReplaysOverLengthVectors) {
+  captured_graph_replays_over_length_vectors("generic", 64);
+  captured_graph_replays_over_length_vectors("sm80", 128);
 }
 
 }  // namespace

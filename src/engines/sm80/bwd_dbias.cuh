@@ -17,7 +17,8 @@
 
 namespace floe::detail::sm80 {
 
-template <class T>
+// kServing: ragged sides' rows start at each batch's slot (kernels/serving_rows.h).
+template <class T, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, 1)
     bwd_dbias_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;
@@ -74,8 +75,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int b_end = p.bias_b == 1 ? p.b : bias_b + 1;
   const int h_end = p.bias_h == 1 ? p.h_q : bias_h + 1;
   for (int b = p.bias_b == 1 ? 0 : bias_b; b < b_end; ++b) {
-    const int sq_b = p.lens.q_len(b, p.s_q);
-    const int skv_b = p.lens.kv_len(b, p.s_kv);
+    const kernels::BatchRows rows =
+        kServing
+            ? kernels::batch_rows(p.serve, p.lens, b, p.s_q, p.s_kv)
+            : kernels::BatchRows{
+                  0,     0,     p.lens.q_len(b, p.s_q), p.lens.kv_len(b, p.s_kv), p.s_q, p.s_kv,
+                  p.s_q, p.s_kv};
+    const int sq_b = rows.sq;
+    const int skv_b = rows.skv;
     if (n0 >= skv_b) continue;
     const kernels::QueryTiles qt =
         kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
@@ -86,19 +93,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       __syncthreads();  // every warp is done with the previous pair's tiles
       kernels::cp_async_rows(gthr,
                              static_cast<const Element*>(p.q) + b * p.q_strides.b +
-                                 h * p.q_strides.h + static_cast<int64_t>(m0) * p.q_strides.s,
+                                 h * p.q_strides.h + (rows.q0 + m0) * p.q_strides.s,
                              static_cast<int>(p.q_strides.s), sQ(_, _, 0), sq_b - m0, p.d_qk);
       kernels::cp_async_rows(gthr,
                              static_cast<const Element*>(p.d_o) + b * p.do_strides.b +
-                                 h * p.do_strides.h + static_cast<int64_t>(m0) * p.do_strides.s,
+                                 h * p.do_strides.h + (rows.q0 + m0) * p.do_strides.s,
                              static_cast<int>(p.do_strides.s), sdO(_, _, 0), sq_b - m0, p.d_v);
       kernels::cp_async_rows(gthr,
                              static_cast<const Element*>(p.k) + b * p.k_strides.b +
-                                 h_kv * p.k_strides.h + static_cast<int64_t>(n0) * p.k_strides.s,
+                                 h_kv * p.k_strides.h + (rows.kv0 + n0) * p.k_strides.s,
                              static_cast<int>(p.k_strides.s), sK, skv_b - n0, p.d_qk);
       kernels::cp_async_rows(gthr,
                              static_cast<const Element*>(p.v) + b * p.v_strides.b +
-                                 h_kv * p.v_strides.h + static_cast<int64_t>(n0) * p.v_strides.s,
+                                 h_kv * p.v_strides.h + (rows.kv0 + n0) * p.v_strides.s,
                              static_cast<int>(p.v_strides.s), sV, skv_b - n0, p.d_v);
       cp_async_fence();
 

@@ -12,6 +12,18 @@
 
 namespace floe::detail::sm80 {
 
+// Rows [first, first + n) of a [T, d] slice (row_stride apart, d a multiple of 8): zeros, 16
+// bytes a thread. A ragged slot's rows past the envelope, which no tile covers.
+template <class Element, int kThreads>
+__device__ __forceinline__ void zero_rows(Element* base, int64_t row_stride, int64_t first, int n,
+                                          int d, int tid) {
+  const int chunks = d / 8;
+  for (int64_t x = tid; x < static_cast<int64_t>(n) * chunks; x += kThreads) {
+    *reinterpret_cast<uint4*>(base + (first + x / chunks) * row_stride + (x % chunks) * 8) =
+        make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <class T, int kRows, int kCols, class SmemLayout, class Acc>
 __device__ __forceinline__ void bwd_store_rows(Acc& acc, float factor, char* smem_at, int tid,
                                                void* out, int64_t row_stride, int rows, int cols) {
@@ -45,17 +57,30 @@ __device__ __forceinline__ void bwd_store_rows(Acc& acc, float factor, char* sme
   }
 }
 
-template <class T, class AccDK, class AccDV>
+// kServing: a ragged key side's rows start at blk.kv0 and end with its slot (at most s_kv); the
+// last key tile also zeroes the slot's rows past the envelope (DESIGN 2.1: key padding).
+template <class T, bool kServing, class AccDK, class AccDV>
 __device__ __forceinline__ void bwd_epilogue(const BwdParams& p, char* smem, int tid,
                                              const BwdBlock& blk, AccDK& acc_dk, AccDV& acc_dv) {
   using Element = typename T::Element;
   cute::cp_async_wait<0>();
   __syncthreads();  // every warp is done with K and V
-  const int rows = p.s_kv - blk.n0;
+  const int rows = (kServing ? blk.kv_rows : p.s_kv) - blk.n0;
+  const int64_t kv0 = kServing ? blk.kv0 : 0;
   Element* dk = static_cast<Element*>(p.dk) + blk.b * p.dk_strides.b + blk.h_kv * p.dk_strides.h +
-                static_cast<int64_t>(blk.n0) * p.dk_strides.s;
+                (kv0 + blk.n0) * p.dk_strides.s;
   Element* dv = static_cast<Element*>(p.dv) + blk.b * p.dv_strides.b + blk.h_kv * p.dv_strides.h +
-                static_cast<int64_t>(blk.n0) * p.dv_strides.s;
+                (kv0 + blk.n0) * p.dv_strides.s;
+  if constexpr (kServing) {
+    if (blk.kv_slot > p.s_kv && blk.n0 + T::kBlockN >= p.s_kv) {
+      zero_rows<Element, T::kThreads>(static_cast<Element*>(p.dk) + blk.h_kv * p.dk_strides.h,
+                                      p.dk_strides.s, blk.kv0 + p.s_kv, blk.kv_slot - p.s_kv,
+                                      p.d_qk, tid);
+      zero_rows<Element, T::kThreads>(static_cast<Element*>(p.dv) + blk.h_kv * p.dv_strides.h,
+                                      p.dv_strides.s, blk.kv0 + p.s_kv, blk.kv_slot - p.s_kv, p.d_v,
+                                      tid);
+    }
+  }
   bwd_store_rows<T, T::kBlockN, T::kDqk, typename T::SmemLayoutK>(
       acc_dk, p.scale, smem + T::kOffK, tid, dk, p.dk_strides.s, rows, p.d_qk);
   bwd_store_rows<T, T::kBlockN, T::kDv, typename T::SmemLayoutV>(acc_dv, 1.f, smem + T::kOffV, tid,

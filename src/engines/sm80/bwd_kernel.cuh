@@ -24,7 +24,8 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod>
+// kServing: the serving instantiation (ragged sides: kernels/serving_rows.h).
+template <class T, bool kScoreMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;
   using Element = typename T::Element;
@@ -38,9 +39,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int hb = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.num_n_blocks));
   const int h_kv = hb % p.h_kv;
   const int b = hb / p.h_kv;
-  const int sq_b = p.lens.q_len(b, p.s_q);
-  const int skv_b = p.lens.kv_len(b, p.s_kv);
+  const kernels::BatchRows rows =
+      kServing ? kernels::batch_rows(p.serve, p.lens, b, p.s_q, p.s_kv)
+               : kernels::BatchRows{
+                     0,     0,     p.lens.q_len(b, p.s_q), p.lens.kv_len(b, p.s_kv), p.s_q, p.s_kv,
+                     p.s_q, p.s_kv};
+  const int sq_b = rows.sq;
+  const int skv_b = rows.skv;
   const int n0 = n_block * T::kBlockN;
+  // A ragged key slot shorter than the envelope: its tiles past the slot write no dK or dV (the
+  // next slot's tokens); with a bias gradient they still zero their dBias columns below.
+  if (kServing && n0 >= rows.kv_rows && p.dbias == nullptr) return;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
     qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
@@ -53,10 +62,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   clear(acc_dk);
   clear(acc_dv);
 
-  const BwdBlock blk{b, h_kv, n_block, n0, sq_b, skv_b};
-  if (!qt.empty()) BwdMainloop<T, kScoreMod>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
+  const BwdBlock blk{b,     h_kv,    n_block,  n0,           sq_b,
+                     skv_b, rows.q0, rows.kv0, rows.kv_rows, rows.kv_slot};
+  if (!qt.empty()) BwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
   if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
-  bwd_epilogue<T>(p, smem, tid, blk, acc_dk, acc_dv);
+  if constexpr (kServing) {
+    // The slot read again, through an index the compiler cannot see through, rather than kept
+    // in registers across the main loop.
+    const kernels::BatchRows again =
+        kernels::batch_rows(p.serve, p.lens, kernels::opaque(b), p.s_q, p.s_kv);
+    BwdBlock end = blk;
+    end.kv0 = again.kv0;
+    end.kv_rows = again.kv_rows;
+    end.kv_slot = again.kv_slot;
+    bwd_epilogue<T, kServing>(p, smem, tid, end, acc_dk, acc_dv);
+  } else {
+    bwd_epilogue<T, kServing>(p, smem, tid, blk, acc_dk, acc_dv);
+  }
 }
 
 }  // namespace floe::detail::sm80

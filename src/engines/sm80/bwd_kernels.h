@@ -35,12 +35,28 @@ const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d256_q1(DType dtype, bool score_mod);
 const BwdKernel* bwd_kernel_d256_m32(DType dtype, bool score_mod);
 
-inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod) {
+// The serving instantiations (ragged sides: kernels/serving_rows.h), likewise.
+const BwdKernel* bwd_serving_kernel_d64(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d128(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d192_128(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d256(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d64_m64(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d128_q1(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d192_128_q1(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d256_q1(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d256_m32(DType dtype, bool score_mod);
+
+inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod,
+                                        bool serving = false) {
   static constexpr TileLookup<BwdKernel> kLookups[kBwdTileCount] = {
       &bwd_kernel_d64,         &bwd_kernel_d128,    &bwd_kernel_d192_128,
       &bwd_kernel_d256,        &bwd_kernel_d64_m64, &bwd_kernel_d128_q1,
       &bwd_kernel_d192_128_q1, &bwd_kernel_d256_q1, &bwd_kernel_d256_m32};
-  return find_kernel(kLookups, tile, dtype, score_mod);
+  static constexpr TileLookup<BwdKernel> kServingLookups[kBwdTileCount] = {
+      &bwd_serving_kernel_d64,         &bwd_serving_kernel_d128,    &bwd_serving_kernel_d192_128,
+      &bwd_serving_kernel_d256,        &bwd_serving_kernel_d64_m64, &bwd_serving_kernel_d128_q1,
+      &bwd_serving_kernel_d192_128_q1, &bwd_serving_kernel_d256_q1, &bwd_serving_kernel_d256_m32};
+  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, score_mod);
 }
 
 }  // namespace floe::detail::sm80

@@ -18,31 +18,39 @@ namespace floe::detail::sm80 {
 template <class T>
 constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN* T::kDv * 2;
 
-template <class T, bool kScoreMod>
-struct BwdInstance {
+template <class T, bool kScoreMod, bool kServing>
+struct BwdInstanceOf {
   static cudaError_t prepare() {
-    cudaError_t err = cudaFuncSetAttribute(
-        bwd_kernel<T, kScoreMod>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+    cudaError_t err =
+        cudaFuncSetAttribute(bwd_kernel<T, kScoreMod, kServing>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
     if (err == cudaSuccess && kScoreMod) {
-      err = cudaFuncSetAttribute(bwd_dbias_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 kDbiasSmemBytes<T>);
+      err = cudaFuncSetAttribute(bwd_dbias_kernel<T, kServing>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kDbiasSmemBytes<T>);
     }
     return err;
   }
 
   static cudaError_t launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
-    bwd_preprocess_kernel<T><<<grids.query_tiles, 256, 0, stream>>>(params);
+    bwd_preprocess_kernel<T, kServing><<<grids.query_tiles, 256, 0, stream>>>(params);
     if constexpr (kScoreMod) {  // a bias gradient implies a bias: the score-mod kernels
       if (params.dbias_sum != nullptr) {
-        bwd_dbias_kernel<T><<<grids.bias_tiles, T::kThreads, kDbiasSmemBytes<T>, stream>>>(params);
+        bwd_dbias_kernel<T, kServing>
+            <<<grids.bias_tiles, T::kThreads, kDbiasSmemBytes<T>, stream>>>(params);
       }
     }
-    bwd_kernel<T, kScoreMod><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-    bwd_dq_epilogue_kernel<T><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
+    bwd_kernel<T, kScoreMod, kServing>
+        <<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
+    bwd_dq_epilogue_kernel<T, kServing><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
     if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);
     return cudaGetLastError();
   }
 };
+
+template <class T, bool kScoreMod>
+using BwdInstance = BwdInstanceOf<T, kScoreMod, false>;
+template <class T, bool kScoreMod>
+using BwdServingInstance = BwdInstanceOf<T, kScoreMod, true>;
 
 // The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
 template <BwdTile kTile>
@@ -51,6 +59,17 @@ const BwdKernel* bwd_tile_kernel(DType dtype, bool score_mod) {
       make_tile_kernels<BwdKernel, BwdInstance, BwdTraits<kTile, cute::half_t>,
                         BwdTraits<kTile, cute::bfloat16_t>>(
           kBwdKernelNames[static_cast<int>(kTile)]);
+  return kernels.get(dtype, score_mod);
+}
+
+// The same four as serving instantiations (ragged sides), in their own translation unit
+// (bwd_serving_<tile>.cu).
+template <BwdTile kTile>
+const BwdKernel* bwd_serving_tile_kernel(DType dtype, bool score_mod) {
+  static const TileKernels<BwdKernel> kernels =
+      make_tile_kernels<BwdKernel, BwdServingInstance, BwdTraits<kTile, cute::half_t>,
+                        BwdTraits<kTile, cute::bfloat16_t>>(
+          kBwdServingKernelNames[static_cast<int>(kTile)]);
   return kernels.get(dtype, score_mod);
 }
 

@@ -30,7 +30,8 @@ __device__ __forceinline__ void release_add(int32_t* p, int v) {
                : "memory");
 }
 
-template <class T, bool kScoreMod>
+// kServing: Q, dO, K and V rows start at the batch's slot (blk.q0, blk.kv0).
+template <class T, bool kScoreMod, bool kServing>
 struct BwdMainloop {
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
@@ -61,6 +62,8 @@ struct BwdMainloop {
 
     // --- Global -> shared (cp.async, zero-filled past the actual rows and head dims).
     const int b = blk.b, n0 = blk.n0;
+    const int64_t q0 = kServing ? blk.q0 : 0;
+    const int64_t kv0 = kServing ? blk.kv0 : 0;
     const int h_first = blk.h_kv * p.group;
     const int n_m = qt.end - qt.begin;
     const int visits = p.group * n_m;
@@ -68,9 +71,9 @@ struct BwdMainloop {
     {
       auto gthr = gmem_load.get_thread_slice(tid);
       const Element* k_tile = static_cast<const Element*>(p.k) + b * p.k_strides.b +
-                              blk.h_kv * p.k_strides.h + static_cast<int64_t>(n0) * p.k_strides.s;
+                              blk.h_kv * p.k_strides.h + (kv0 + n0) * p.k_strides.s;
       const Element* v_tile = static_cast<const Element*>(p.v) + b * p.v_strides.b +
-                              blk.h_kv * p.v_strides.h + static_cast<int64_t>(n0) * p.v_strides.s;
+                              blk.h_kv * p.v_strides.h + (kv0 + n0) * p.v_strides.s;
       kernels::cp_async_rows(gthr, k_tile, static_cast<int>(p.k_strides.s), sK, blk.skv_b - n0,
                              p.d_qk);
       kernels::cp_async_rows(gthr, v_tile, static_cast<int>(p.v_strides.s), sV, blk.skv_b - n0,
@@ -80,9 +83,9 @@ struct BwdMainloop {
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const int m0 = m_idx * kBlockM;
       const Element* q_tile = static_cast<const Element*>(p.q) + b * p.q_strides.b +
-                              h * p.q_strides.h + static_cast<int64_t>(m0) * p.q_strides.s;
+                              h * p.q_strides.h + (q0 + m0) * p.q_strides.s;
       const Element* do_tile = static_cast<const Element*>(p.d_o) + b * p.do_strides.b +
-                               h * p.do_strides.h + static_cast<int64_t>(m0) * p.do_strides.s;
+                               h * p.do_strides.h + (q0 + m0) * p.do_strides.s;
       kernels::cp_async_rows(gthr, q_tile, static_cast<int>(p.q_strides.s), sQ(_, _, buf),
                              blk.sq_b - m0, p.d_qk);
       kernels::cp_async_rows(gthr, do_tile, static_cast<int>(p.do_strides.s), sdO(_, _, buf),

@@ -7,6 +7,7 @@
 
 #include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
+#include "kernels/serving_rows.h"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
 
@@ -65,13 +66,20 @@ struct BwdParams {
   int32_t s_q_pad = 0;  // num_m_blocks * block_m
   int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile
   bool deterministic = false;
+
+  // Ragged sides (DESIGN 2.1), read only by the serving instantiations (kServing); last, so that
+  // the dense kernels' parameter offsets stay as they were.
+  kernels::ServingRows serve;
 };
 
 // What one main-kernel CTA owns: a key tile of one kv head of one batch, with the batch's actual
-// lengths.
+// lengths; for a ragged side, where the batch's rows start (q0, kv0) and the key rows of its slot
+// that the key tiles cover (kv_rows; s_kv when dense) and the slot's width (kv_slot).
 struct BwdBlock {
   int b, h_kv, n_block, n0;
   int sq_b, skv_b;
+  int64_t q0, kv0;
+  int kv_rows, kv_slot;
 };
 
 }  // namespace floe::detail::sm80

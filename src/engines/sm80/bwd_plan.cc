@@ -5,6 +5,7 @@
 #include "engines/sm80/bwd_kernels.h"
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_tiles.h"
+#include "engines/sm80/serving_plan.h"
 #include "engines/sm80/sm80_rules.h"
 
 namespace floe::detail::sm80 {
@@ -16,10 +17,19 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   BwdChoice c;
   if (std::string why = choose_tile(f, target, bwd_tile_for, c); !why.empty()) return why;
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
+  if (f.paged_kv) {  // validation refuses it first; kept so that the rule has one home here too
+    return "paged_kv: a backward over a paged KV cache is not defined (DESIGN 2.2)";
+  }
+  // Ragged sides: the serving instantiations, with their tensors' own layouts.
   if (std::string why =
-          check_operands(kEngine, f, {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq},
-                         shape.block_m, {TensorId::k, TensorId::v, TensorId::dk, TensorId::dv},
-                         shape.block_n, {TensorId::bias, TensorId::dbias});
+          f.serving() ? check_serving_operands(
+                            f, {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq},
+                            shape.block_m, {TensorId::k, TensorId::v, TensorId::dk, TensorId::dv},
+                            shape.block_n, {TensorId::bias, TensorId::dbias})
+                      : check_operands(
+                            kEngine, f, {TensorId::q, TensorId::o, TensorId::d_o, TensorId::dq},
+                            shape.block_m, {TensorId::k, TensorId::v, TensorId::dk, TensorId::dv},
+                            shape.block_n, {TensorId::bias, TensorId::dbias});
       !why.empty()) {
     return why;
   }
@@ -29,10 +39,12 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
       m_blocks * n_blocks * f.h_q * f.b > kInt32Max) {
     return "grid: the query or key tiles exceed sm80's 2^31 - 1 CTAs";
   }
-  c.kernel = find_bwd_kernel(c.tile, f.dtype, c.score_mod);
+  c.kernel = find_bwd_kernel(c.tile, f.dtype, c.score_mod, f.serving());
   if (std::string why =
-          check_kernel(c.kernel, std::string("backward tile ") + bwd_tile_name(c.tile), f.dtype,
-                       c.score_mod, target);
+          check_kernel(c.kernel,
+                       std::string(f.serving() ? "backward serving tile " : "backward tile ") +
+                           bwd_tile_name(c.tile),
+                       f.dtype, c.score_mod, target);
       !why.empty()) {
     return why;
   }
@@ -47,15 +59,15 @@ constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
 
 BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
-  p.q_strides = strides_of(f, TensorId::q);
-  p.k_strides = strides_of(f, TensorId::k);
-  p.v_strides = strides_of(f, TensorId::v);
-  p.o_strides = strides_of(f, TensorId::o);
-  p.do_strides = strides_of(f, TensorId::d_o);
-  p.dq_strides = strides_of(f, TensorId::dq);
-  p.dk_strides = strides_of(f, TensorId::dk);
-  p.dv_strides = strides_of(f, TensorId::dv);
-  p.stats_strides = strides_of(f, TensorId::stats);
+  p.q_strides = serving_strides_of(f, TensorId::q);
+  p.k_strides = serving_strides_of(f, TensorId::k);
+  p.v_strides = serving_strides_of(f, TensorId::v);
+  p.o_strides = serving_strides_of(f, TensorId::o);
+  p.do_strides = serving_strides_of(f, TensorId::d_o);
+  p.dq_strides = serving_strides_of(f, TensorId::dq);
+  p.dk_strides = serving_strides_of(f, TensorId::dk);
+  p.dv_strides = serving_strides_of(f, TensorId::dv);
+  p.stats_strides = serving_strides_of(f, TensorId::stats);
   p.bias_strides = bias_strides_of(f, TensorId::bias);
   p.dbias_strides = strides_of(f, TensorId::dbias);
   if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
@@ -76,6 +88,7 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
+  if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
   return p;
 }
 
@@ -119,6 +132,7 @@ class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
       (dbias_summed_ ? p.dbias_sum : p.dbias) = args.get(TensorId::dbias);
     }
     if (facts.has(TensorId::dsink)) p.dsink = static_cast<float*>(args.get(TensorId::dsink));
+    if (facts.serving()) set_serving_pointers(facts, args, p.serve);
     p.dq_accum = ws.carve<float>(kDqAccumChunk);
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);

@@ -13,23 +13,34 @@
 
 namespace floe::detail::sm80 {
 
-template <class T>
+// kServing: a ragged query side's O, dO and stats rows start at the batch's slot.
+template <class T, bool kServing>
 __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename T::Element;
   constexpr int kThreads = 256;
   const int tid = static_cast<int>(threadIdx.x);
   const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.query_tiles, blockIdx.x);
   const int m_block = tile.m_block, h = tile.h, b = tile.b;
-  const int sq_b = p.lens.q_len(b, p.s_q);
+  int sq_b;
+  int64_t q0 = 0;
+  if constexpr (kServing) {
+    const kernels::BatchRows r = kernels::batch_rows(p.serve, p.lens, b, p.s_q, p.s_kv);
+    sq_b = r.sq;
+    q0 = r.q0;
+  } else {
+    sq_b = p.lens.q_len(b, p.s_q);
+  }
   const int m0 = m_block * T::kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
   kernels::PreprocessRows rows;
-  rows.o = static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
-  rows.d_o = static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h;
+  rows.o =
+      static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h + q0 * p.o_strides.s;
+  rows.d_o = static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h +
+             q0 * p.do_strides.s;
   rows.o_stride_s = p.o_strides.s;
   rows.do_stride_s = p.do_strides.s;
-  rows.stats = p.stats + b * p.stats_strides.b + h * p.stats_strides.h;
+  rows.stats = p.stats + b * p.stats_strides.b + h * p.stats_strides.h + q0 * p.stats_strides.s;
   rows.stats_stride_s = p.stats_strides.s;
   rows.d = p.d_v;
   rows.m0 = m0;

@@ -96,6 +96,27 @@ inline constexpr const char* kBwdKernelNames[kBwdTileCount][4] = {
     {"sm80_bwd_d256m32_f16_plain", "sm80_bwd_d256m32_f16_scoremod", "sm80_bwd_d256m32_bf16_plain",
      "sm80_bwd_d256m32_bf16_scoremod"}};
 
+// The serving instantiations' names (ragged sides), likewise.
+inline constexpr const char* kBwdServingKernelNames[kBwdTileCount][4] = {
+    {"sm80_bwd_serving_d64_f16_plain", "sm80_bwd_serving_d64_f16_scoremod",
+     "sm80_bwd_serving_d64_bf16_plain", "sm80_bwd_serving_d64_bf16_scoremod"},
+    {"sm80_bwd_serving_d128_f16_plain", "sm80_bwd_serving_d128_f16_scoremod",
+     "sm80_bwd_serving_d128_bf16_plain", "sm80_bwd_serving_d128_bf16_scoremod"},
+    {"sm80_bwd_serving_d192x128_f16_plain", "sm80_bwd_serving_d192x128_f16_scoremod",
+     "sm80_bwd_serving_d192x128_bf16_plain", "sm80_bwd_serving_d192x128_bf16_scoremod"},
+    {"sm80_bwd_serving_d256_f16_plain", "sm80_bwd_serving_d256_f16_scoremod",
+     "sm80_bwd_serving_d256_bf16_plain", "sm80_bwd_serving_d256_bf16_scoremod"},
+    {"sm80_bwd_serving_d64m64_f16_plain", "sm80_bwd_serving_d64m64_f16_scoremod",
+     "sm80_bwd_serving_d64m64_bf16_plain", "sm80_bwd_serving_d64m64_bf16_scoremod"},
+    {"sm80_bwd_serving_d128q1_f16_plain", "sm80_bwd_serving_d128q1_f16_scoremod",
+     "sm80_bwd_serving_d128q1_bf16_plain", "sm80_bwd_serving_d128q1_bf16_scoremod"},
+    {"sm80_bwd_serving_d192x128q1_f16_plain", "sm80_bwd_serving_d192x128q1_f16_scoremod",
+     "sm80_bwd_serving_d192x128q1_bf16_plain", "sm80_bwd_serving_d192x128q1_bf16_scoremod"},
+    {"sm80_bwd_serving_d256q1_f16_plain", "sm80_bwd_serving_d256q1_f16_scoremod",
+     "sm80_bwd_serving_d256q1_bf16_plain", "sm80_bwd_serving_d256q1_bf16_scoremod"},
+    {"sm80_bwd_serving_d256m32_f16_plain", "sm80_bwd_serving_d256m32_f16_scoremod",
+     "sm80_bwd_serving_d256m32_bf16_plain", "sm80_bwd_serving_d256m32_bf16_scoremod"}};
+
 // The tiles of each head-dim class, preferred first.
 inline constexpr BwdTile kBwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {
     {BwdTile::d64, BwdTile::d64_m64, BwdTile::d64_m64},

@@ -12,10 +12,14 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, class AccO, class Softmax>
+// kServing: the rows written are the slot's (rows.q0 on, rows.q_rows of them; O's and the
+// stats' batch strides are 0 on a ragged side), and the last query tile also zeroes a slot's
+// rows past the envelope.
+template <class T, bool kServing, class AccO, class Softmax>
 __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int tid,
                                              const kernels::QueryTile& tile, int sq_b, AccO& acc_o,
-                                             const Softmax& softmax, float scale_log2) {
+                                             const Softmax& softmax, float scale_log2,
+                                             const kernels::BatchRows& rows) {
   using namespace cute;
   using Element = typename T::Element;
   using BM = Int<T::kBlockM>;
@@ -48,11 +52,13 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   }
 
   if (p.stats != nullptr && tid % 4 == 0) {  // one lane of the quad that shares a row
-    float* stats_bh = p.stats + tile.b * p.stats_strides.b + tile.h * p.stats_strides.h;
+    float* stats_bh = p.stats + tile.b * p.stats_strides.b + tile.h * p.stats_strides.h +
+                      (kServing ? rows.q0 * p.stats_strides.s : 0);
+    const int stats_rows = kServing ? rows.q_rows : p.s_q;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = m0 + get<0>(oc(r, 0));
-      if (row < p.s_q) stats_bh[row * p.stats_strides.s] = row < sq_b ? lse[r] : -INFINITY;
+      if (row < stats_rows) stats_bh[row * p.stats_strides.s] = row < sq_b ? lse[r] : -INFINITY;
     }
   }
 
@@ -69,7 +75,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   __syncthreads();
 
   Element* o_tile = static_cast<Element*>(p.o) + tile.b * p.o_strides.b + tile.h * p.o_strides.h +
-                    m0 * p.o_strides.s;
+                    ((kServing ? rows.q0 : 0) + m0) * p.o_strides.s;
   Tensor gO = make_tensor(
       make_gmem_ptr(o_tile),
       make_layout(cute::Shape<BM, DV>{}, make_stride(static_cast<int>(p.o_strides.s), _1{})));
@@ -78,13 +84,32 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
   Tensor tOs = gthr.partition_S(sO);
   Tensor tOg = gthr.partition_D(gO);
   Tensor tOc = gthr.partition_D(make_identity_tensor(cute::Shape<BM, DV>{}));
-  const int row_limit = p.s_q - m0;
+  const int row_limit = (kServing ? rows.q_rows : p.s_q) - m0;
   CUTE_UNROLL
   for (int m = 0; m < size<1>(tOg); ++m) {
     if (get<0>(tOc(0, m, 0)) < row_limit) {
       CUTE_UNROLL
       for (int k = 0; k < size<2>(tOg); ++k) {
         if (get<1>(tOc(0, m, k)) < p.d_v) copy(gmem_store, tOs(_, m, k), tOg(_, m, k));
+      }
+    }
+  }
+
+  if constexpr (kServing) {
+    // A ragged slot wider than the envelope: its rows past s_q are padding no tile covers
+    // (DESIGN 2.1: O = 0, stats = -inf), zeroed by the head's last query tile.
+    if (rows.q_slot > p.s_q && m0 + T::kBlockM >= p.s_q) {
+      Element* o_bh = static_cast<Element*>(p.o) + tile.h * p.o_strides.h;
+      const int64_t first = rows.q0 + p.s_q;
+      const int chunks = p.d_v / 8;  // 16-byte chunks of a row (d_v is a multiple of 8)
+      const int64_t n = static_cast<int64_t>(rows.q_slot - p.s_q) * chunks;
+      for (int64_t x = tid; x < n; x += T::kThreads) {
+        const int64_t t = first + x / chunks;
+        *reinterpret_cast<uint4*>(o_bh + t * p.o_strides.s + (x % chunks) * 8) =
+            make_uint4(0, 0, 0, 0);
+        if (p.stats != nullptr && x % chunks == 0) {
+          p.stats[tile.h * p.stats_strides.h + t * p.stats_strides.s] = -INFINITY;
+        }
       }
     }
   }

@@ -17,17 +17,34 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod>
+// kServing: the serving instantiation (ragged sides, paged K/V: kernels/serving_rows.h); the
+// dense one reads the lengths alone and compiles none of it.
+template <class T, bool kScoreMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using namespace cute;
   extern __shared__ __align__(128) char smem[];
   const int tid = static_cast<int>(threadIdx.x);
 
-  const kernels::QueryTile tile = kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
-  const int sq_b = p.lens.q_len(tile.b, p.s_q);
-  const int skv_b = p.lens.kv_len(tile.b, p.s_kv);
+  const kernels::QueryTile tile =
+      kServing ? kernels::PersistentTileScheduler::tile(p.serve_tiles, blockIdx.x)
+               : kernels::QueryTileScheduler::tile(p.tiles, blockIdx.x);
+  const kernels::BatchRows rows = kServing
+                                      ? kernels::batch_rows(p.serve, p.lens, tile.b, p.s_q, p.s_kv)
+                                      : kernels::BatchRows{0,
+                                                           0,
+                                                           p.lens.q_len(tile.b, p.s_q),
+                                                           p.lens.kv_len(tile.b, p.s_kv),
+                                                           p.s_q,
+                                                           p.s_kv,
+                                                           p.s_q,
+                                                           p.s_kv};
+  const int sq_b = rows.sq;
+  const int skv_b = rows.skv;
   const int m0 = tile.m_block * T::kBlockM;
+  // A ragged slot shorter than the envelope: its tiles past the slot write nothing (the tokens
+  // there belong to the next slot).
+  if (kServing && m0 >= rows.q_rows) return;
   kernels::KeyTiles kt;
   if (m0 < sq_b) {
     kt = kernels::key_tiles(p.score.mask, p.score.has_mask, m0, min(m0 + T::kBlockM, sq_b) - 1,
@@ -46,9 +63,18 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
 
   if (!kt.empty()) {
-    FwdMainloop<T, kScoreMod>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax, scale_log2);
+    FwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax,
+                                             scale_log2, rows);
   }
-  fwd_epilogue<T>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2);
+  if constexpr (kServing) {
+    // The slot read again, through an index the compiler cannot see through, rather than kept
+    // in registers across the main loop (where the accumulators need them).
+    const kernels::BatchRows again =
+        kernels::batch_rows(p.serve, p.lens, kernels::opaque(tile.b), p.s_q, p.s_kv);
+    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, again);
+  } else {
+    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, rows);
+  }
 }
 
 }  // namespace floe::detail::sm80

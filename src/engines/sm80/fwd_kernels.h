@@ -23,11 +23,22 @@ const FwdKernel* fwd_kernel_d192_128(DType dtype, bool score_mod);
 const FwdKernel* fwd_kernel_d256(DType dtype, bool score_mod);
 const FwdKernel* fwd_kernel_d256_m64(DType dtype, bool score_mod);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod) {
+// The serving instantiations (ragged sides, paged K/V: kernels/serving_rows.h), likewise.
+const FwdKernel* fwd_serving_kernel_d64(DType dtype, bool score_mod);
+const FwdKernel* fwd_serving_kernel_d128(DType dtype, bool score_mod);
+const FwdKernel* fwd_serving_kernel_d192_128(DType dtype, bool score_mod);
+const FwdKernel* fwd_serving_kernel_d256(DType dtype, bool score_mod);
+const FwdKernel* fwd_serving_kernel_d256_m64(DType dtype, bool score_mod);
+
+inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod,
+                                        bool serving = false) {
   static constexpr TileLookup<FwdKernel> kLookups[kFwdTileCount] = {
       &fwd_kernel_d64, &fwd_kernel_d128, &fwd_kernel_d192_128, &fwd_kernel_d256,
       &fwd_kernel_d256_m64};
-  return find_kernel(kLookups, tile, dtype, score_mod);
+  static constexpr TileLookup<FwdKernel> kServingLookups[kFwdTileCount] = {
+      &fwd_serving_kernel_d64, &fwd_serving_kernel_d128, &fwd_serving_kernel_d192_128,
+      &fwd_serving_kernel_d256, &fwd_serving_kernel_d256_m64};
+  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, score_mod);
 }
 
 }  // namespace floe::detail::sm80

@@ -19,13 +19,16 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
+#include "kernels/serving_rows.h"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod>
+// kServing: rows start at the batch's slot (rows.q0, rows.kv0) and paged K/V rows come from the
+// block table (kernels/serving_rows.h); the dense instantiation has q0 = kv0 = 0 and no pages.
+template <class T, bool kScoreMod, bool kServing>
 struct FwdMainloop {
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
@@ -36,7 +39,8 @@ struct FwdMainloop {
   __device__ __forceinline__ static void run(const FwdParams& p, char* smem, int tid,
                                              const kernels::QueryTile& tile, int sq_b, int skv_b,
                                              const kernels::KeyTiles& kt, AccO& acc_o,
-                                             Softmax& softmax, float scale_log2) {
+                                             Softmax& softmax, float scale_log2,
+                                             const kernels::BatchRows& rows) {
     using namespace cute;
     using BM = Int<kBlockM>;
     using BN = Int<kBlockN>;
@@ -55,12 +59,16 @@ struct FwdMainloop {
     // Global views: this (batch, head)'s rows, 64-bit offsets; K and V indexed by kv head.
     const int m0 = tile.m_block * kBlockM;
     const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(tile.h)));
-    const Element* q_bh =
-        static_cast<const Element*>(p.q) + tile.b * p.q_strides.b + tile.h * p.q_strides.h;
-    const Element* k_bh =
-        static_cast<const Element*>(p.k) + tile.b * p.k_strides.b + h_kv * p.k_strides.h;
-    const Element* v_bh =
-        static_cast<const Element*>(p.v) + tile.b * p.v_strides.b + h_kv * p.v_strides.h;
+    // A ragged side's batch stride is 0 and its rows start at the slot (q0, kv0); paged K and V
+    // add each tile's (or row's) page below.
+    const int64_t q0 = kServing ? rows.q0 : 0;
+    const int64_t kv0 = kServing ? rows.kv0 : 0;
+    const Element* q_bh = static_cast<const Element*>(p.q) + tile.b * p.q_strides.b +
+                          tile.h * p.q_strides.h + q0 * p.q_strides.s;
+    const Element* k_bh = static_cast<const Element*>(p.k) + tile.b * p.k_strides.b +
+                          h_kv * p.k_strides.h + kv0 * p.k_strides.s;
+    const Element* v_bh = static_cast<const Element*>(p.v) + tile.b * p.v_strides.b +
+                          h_kv * p.v_strides.h + kv0 * p.v_strides.s;
     // Tiles are addressed as a 64-bit tile base plus 32-bit offsets within the tile (the planner
     // checks block rows x row stride < 2^31), which keeps the per-chunk addresses cheap.
     const int k_row = static_cast<int>(p.k_strides.s);
@@ -71,12 +79,46 @@ struct FwdMainloop {
     // thread index: a few integer instructions, where hoisting them out of the loop would pin a
     // dozen registers the accumulators need (and spill).
     typename T::GmemLoad gmem_load;
+    // A paged tile: one base when a page holds the whole tile (the plan's tile_in_page), else
+    // each row's page from the block table (rows past the key length look nothing up).
+    auto load_paged = [&](const Element* head, int64_t page_stride, int row_stride, int n,
+                          auto&& dst, int cols) __attribute__((always_inline)) {
+      auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
+      const int j0 = n * kBlockN;
+      if (p.serve.tile_in_page) {
+        int row;
+        const int64_t page = kernels::page_of(p.serve, tile.b, j0, &row);
+        kernels::cp_async_rows(gthr, head + page * page_stride + int64_t{row} * row_stride,
+                               row_stride, dst, skv_b - j0, cols);
+      } else {
+        kernels::cp_async_rows_by(
+            gthr,
+            [&](int r) {
+              int row;
+              const int64_t page = kernels::page_of(p.serve, tile.b, j0 + r, &row);
+              return head + page * page_stride + static_cast<int64_t>(row) * row_stride;
+            },
+            head, dst, skv_b - j0, cols);
+      }
+    };
     auto load_k = [&](int n, int stage) __attribute__((always_inline)) {
+      if constexpr (kServing) {
+        if (p.serve.paged_kv) {
+          load_paged(k_bh, p.serve.k_page_stride, k_row, n, sK(_, _, stage), p.d_qk);
+          return;
+        }
+      }
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_strides.s;
       kernels::cp_async_rows(gthr, base, k_row, sK(_, _, stage), skv_b - n * kBlockN, p.d_qk);
     };
     auto load_v = [&](int n, int stage) __attribute__((always_inline)) {
+      if constexpr (kServing) {
+        if (p.serve.paged_kv) {
+          load_paged(v_bh, p.serve.v_page_stride, v_row, n, sV(_, _, stage), p.d_v);
+          return;
+        }
+      }
       auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
       const Element* base = v_bh + static_cast<int64_t>(n) * kBlockN * p.v_strides.s;
       kernels::cp_async_rows(gthr, base, v_row, sV(_, _, stage), skv_b - n * kBlockN, p.d_v);

@@ -8,6 +8,7 @@
 #include "kernels/fast_divisor.h"
 #include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
+#include "kernels/serving_rows.h"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
 
@@ -38,6 +39,14 @@ struct FwdParams {
   kernels::QueryTileScheduler::Params tiles;
   // Query head -> kv head: h / group, the group Hq / Hkv.
   kernels::FastDivisor group_div;
+
+  // Ragged sides and paged K/V (DESIGN 2.1, 2.2), read only by the serving instantiations
+  // (kServing); last, so that the dense kernels' parameter offsets stay as they were.
+  kernels::ServingRows serve;
+  // The serving kernels' order: with a band bounded on the right only (causal), longest first
+  // over every head and batch (query tile slowest, highest first), so that the long sequences'
+  // heavy tiles start in the first wave whatever batch they are in; else QueryTileScheduler's.
+  kernels::PersistentTileScheduler::Params serve_tiles;
 };
 
 }  // namespace floe::detail::sm80

@@ -5,6 +5,7 @@
 #include "engines/sm80/fwd_kernels.h"
 #include "engines/sm80/fwd_params.h"
 #include "engines/sm80/fwd_tiles.h"
+#include "engines/sm80/serving_plan.h"
 #include "engines/sm80/sm80_rules.h"
 
 namespace floe::detail::sm80 {
@@ -17,8 +18,13 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   FwdChoice c;
   if (std::string why = choose_tile(f, target, fwd_tile_for, c); !why.empty()) return why;
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
-  if (std::string why = check_operands(kEngine, f, {TensorId::q, TensorId::o}, shape.block_m,
-                                       {TensorId::k, TensorId::v}, shape.block_n, {TensorId::bias});
+  // Ragged sides and paged K/V: the serving instantiations, with their tensors' own layouts.
+  if (std::string why =
+          f.serving()
+              ? check_serving_operands(f, {TensorId::q, TensorId::o}, shape.block_m,
+                                       {TensorId::k, TensorId::v}, shape.block_n, {TensorId::bias})
+              : check_operands(kEngine, f, {TensorId::q, TensorId::o}, shape.block_m,
+                               {TensorId::k, TensorId::v}, shape.block_n, {TensorId::bias});
       !why.empty()) {
     return why;
   }
@@ -27,9 +33,10 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
            " query tiles exceed sm80's 2^31 - 1 CTAs";
   }
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
-  if (std::string why = check_kernel(c.kernel, std::string("tile ") + fwd_tile_name(c.tile),
-                                     f.dtype, c.score_mod, target);
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, f.serving());
+  if (std::string why = check_kernel(
+          c.kernel, std::string(f.serving() ? "serving tile " : "tile ") + fwd_tile_name(c.tile),
+          f.dtype, c.score_mod, target);
       !why.empty()) {
     return why;
   }
@@ -39,11 +46,11 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
 
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
-  p.q_strides = strides_of(f, TensorId::q);
-  p.k_strides = strides_of(f, TensorId::k);
-  p.v_strides = strides_of(f, TensorId::v);
-  p.o_strides = strides_of(f, TensorId::o);
-  p.stats_strides = strides_of(f, TensorId::stats);
+  p.q_strides = serving_strides_of(f, TensorId::q);
+  p.k_strides = serving_strides_of(f, TensorId::k);
+  p.v_strides = serving_strides_of(f, TensorId::v);
+  p.o_strides = serving_strides_of(f, TensorId::o);
+  p.stats_strides = serving_strides_of(f, TensorId::stats);
   p.bias_strides = bias_strides_of(f, TensorId::bias);
   fill_shared(f, p);
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
@@ -51,6 +58,12 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
                                               f.mask.right.has_value() && !f.mask.left.has_value());
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
+  if (f.serving()) {
+    p.serve = make_serving_rows(f, shape.block_n);
+    p.serve_tiles = kernels::PersistentTileScheduler::make(
+        (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b,
+        f.mask.right.has_value() && !f.mask.left.has_value(), /*lpt=*/true);
+  }
   return p;
 }
 
@@ -64,6 +77,7 @@ class Sm80ForwardPlan final : public TensorCoreLaunchPlan {
     FwdParams p = params_;
     set_shared_pointers(facts, args, p);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
+    if (facts.serving()) set_serving_pointers(facts, args, p.serve);
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grid_, stream));
   }
 

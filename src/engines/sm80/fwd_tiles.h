@@ -67,6 +67,19 @@ inline constexpr const char* kFwdKernelNames[kFwdTileCount][4] = {
     {"sm80_fwd_d256m64_f16_plain", "sm80_fwd_d256m64_f16_scoremod", "sm80_fwd_d256m64_bf16_plain",
      "sm80_fwd_d256m64_bf16_scoremod"}};
 
+// The serving instantiations' names (ragged sides, paged K/V), likewise.
+inline constexpr const char* kFwdServingKernelNames[kFwdTileCount][4] = {
+    {"sm80_fwd_serving_d64_f16_plain", "sm80_fwd_serving_d64_f16_scoremod",
+     "sm80_fwd_serving_d64_bf16_plain", "sm80_fwd_serving_d64_bf16_scoremod"},
+    {"sm80_fwd_serving_d128_f16_plain", "sm80_fwd_serving_d128_f16_scoremod",
+     "sm80_fwd_serving_d128_bf16_plain", "sm80_fwd_serving_d128_bf16_scoremod"},
+    {"sm80_fwd_serving_d192x128_f16_plain", "sm80_fwd_serving_d192x128_f16_scoremod",
+     "sm80_fwd_serving_d192x128_bf16_plain", "sm80_fwd_serving_d192x128_bf16_scoremod"},
+    {"sm80_fwd_serving_d256_f16_plain", "sm80_fwd_serving_d256_f16_scoremod",
+     "sm80_fwd_serving_d256_bf16_plain", "sm80_fwd_serving_d256_bf16_scoremod"},
+    {"sm80_fwd_serving_d256m64_f16_plain", "sm80_fwd_serving_d256m64_f16_scoremod",
+     "sm80_fwd_serving_d256m64_bf16_plain", "sm80_fwd_serving_d256m64_bf16_scoremod"}};
+
 // The tiles of each head-dim class, preferred first.
 inline constexpr FwdTile kFwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {
     {FwdTile::d64, FwdTile::d64, FwdTile::d64},

@@ -1,5 +1,6 @@
 // The sm80 engine: fused attention on Ampere-class tensor cores (sm_80 to sm_90). The forward
-// and backward each plan in their own file (fwd_plan.cc, bwd_plan.cc); this is the dispatch.
+// and backward each plan in their own file (fwd_plan.cc, bwd_plan.cc; ragged sides and paged
+// K/V in serving_plan.cc); this is the dispatch.
 #include "engines/sm80/sm80_engine.h"
 
 #include "engines/sm80/bwd_plan.h"
@@ -13,7 +14,6 @@ class Sm80Engine final : public Engine {
   const char* name() const override { return "sm80"; }
 
   std::string decline_reason(const Facts& facts, const Target& target) const override {
-    if (std::string why = serving_decline_reason(facts, "sm80"); !why.empty()) return why;
     return facts.backward() ? sm80::backward_decline_reason(facts, target)
                             : sm80::forward_decline_reason(facts, target);
   }

@@ -66,4 +66,32 @@ __device__ __forceinline__ void cp_async_rows(ThrCopy const& thr, const Element*
                 col_limit, base);
 }
 
+// As cp_async_rows, with each row's address from row_ptr(r) (called for r < row_limit only): rows
+// that do not follow one stride, such as the keys of a paged cache. `valid` is any readable
+// address (the source of the zero-filled chunks).
+template <class ThrCopy, class Element, class Dst, class RowPtr>
+__device__ __forceinline__ void cp_async_rows_by(ThrCopy const& thr, RowPtr&& row_ptr,
+                                                 const Element* valid, Dst&& dst, int row_limit,
+                                                 int col_limit) {
+  using namespace cute;
+  using Op = SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>;
+  const auto shape = product_each(cute::shape(dst));
+  Tensor to = thr.partition_D(dst);
+  Tensor coord = thr.partition_S(make_identity_tensor(shape));
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(to); ++m) {
+    const int row = get<0>(coord(0, m, 0));
+    const bool row_ok = row < row_limit;
+    const Element* from_row = row_ok ? row_ptr(row) : valid;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(to); ++k) {
+      const int col = get<1>(coord(0, m, k));
+      const bool ok = row_ok && col < col_limit;
+      const Element* from = ok ? from_row + col : valid;
+      Op::copy(*reinterpret_cast<const uint128_t*>(from),
+               *reinterpret_cast<uint128_t*>(raw_pointer_cast(&to(0, m, k))), ok);
+    }
+  }
+}
+
 }  // namespace floe::kernels

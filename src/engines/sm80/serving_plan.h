@@ -1,0 +1,34 @@
+// sm80 planning of ragged (packed) sides and paged K/V caches (DESIGN 2.1, 2.2), both
+// directions: the rules such tensors must meet, their strides as the kernels' [b, h, s], and the
+// plan-time half of kernels::ServingRows (the launch fills its pointers). Host code.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "engines/facts.h"
+#include "floe/arguments.h"
+#include "kernels/serving_rows.h"
+#include "kernels/strides.h"
+
+namespace floe::detail::sm80 {
+
+// The dense check_operands, with the ragged and paged tensors checked in their own layouts:
+// unit innermost stride, 16-byte rows, and `block_rows` rows (of tokens, or of a page)
+// addressable with 32-bit offsets. Empty, or the first reason.
+std::string check_serving_operands(const Facts& f, std::initializer_list<TensorId> query_side,
+                                   int block_m, std::initializer_list<TensorId> key_side,
+                                   int block_n, std::initializer_list<TensorId> biases);
+
+// A tensor's [b, h, s] strides: a ragged side's {0, head, token}, paged K/V's {0, head, row in
+// the page}, else the dense strides (zeros when it is not declared).
+kernels::Strides3 serving_strides_of(const Facts& f, TensorId id);
+
+// The plan-time fields (flags, strides, totals, envelopes, the page divisor); block_n: the
+// kernel's key tile (a page size that is a multiple of it loads a tile from one page).
+kernels::ServingRows make_serving_rows(const Facts& f, int block_n);
+
+// Launch time: the offsets, valid lengths and block table of one execute.
+void set_serving_pointers(const Facts& f, const Arguments& args, kernels::ServingRows& s);
+
+}  // namespace floe::detail::sm80
