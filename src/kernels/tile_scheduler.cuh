@@ -180,16 +180,20 @@ struct KeyTile {
 struct KeyTileScheduler {
   struct Params {
     FastDivisor n_blocks, h_kv;  // by the key tile count ceil(s_kv / block_n), by Hkv
+    // A (kv head, batch)'s key tiles highest first: the deterministic backward, whose CTAs wait
+    // on the higher key tiles of their head (the hardware dispatches lower linear indices first).
+    bool descending = false;
   };
-  static Params make(int64_t n_blocks, int64_t h_kv) {
-    return Params{divisor_of(n_blocks), divisor_of(h_kv)};
+  static Params make(int64_t n_blocks, int64_t h_kv, bool descending = false) {
+    return Params{divisor_of(n_blocks), divisor_of(h_kv), descending};
   }
   static int64_t grid(const Params& p, int64_t b) { return int64_t{p.n_blocks.d} * p.h_kv.d * b; }
   static size_t workspace_bytes(const Params&) { return 0; }
 
   FLOE_HD static KeyTile tile(const Params& p, uint32_t linear) {
     const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
-    return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
+    const uint32_t n = p.descending ? p.n_blocks.d - 1 - t.tile : t.tile;
+    return KeyTile{static_cast<int>(n), static_cast<int>(t.h), static_cast<int>(t.b)};
   }
 };
 

@@ -183,5 +183,22 @@ TEST(TileScheduler, KeyTilesMatchTheDivisionTheyReplace) {
   }
 }
 
+// The deterministic sm90 backward's grid: a (kv head, batch)'s key tiles highest first, so that
+// the CTAs a key tile waits on (the higher ones of its head) have lower linear indices.
+TEST(TileScheduler, DescendingKeyTilesRunEachHeadsTilesHighestFirst) {
+  std::mt19937_64 rng(71);
+  for (const Dims& d : shapes(rng)) {
+    const KeyTileScheduler::Params p = KeyTileScheduler::make(d.tiles, d.heads, true);
+    const int64_t grid = KeyTileScheduler::grid(p, d.batch);
+    ASSERT_EQ(grid, d.tiles * d.heads * d.batch);
+    for_indices(grid, rng, [&](uint32_t i) {
+      const kernels::KeyTile t = KeyTileScheduler::tile(p, i);
+      ASSERT_EQ(t.n_block, d.tiles - 1 - i % d.tiles) << "linear " << i;
+      ASSERT_EQ(t.h_kv, (i / d.tiles) % d.heads) << "linear " << i;
+      ASSERT_EQ(t.b, i / d.tiles / d.heads) << "linear " << i;
+    });
+  }
+}
+
 }  // namespace
 }  // namespace floe

@@ -34,11 +34,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
   if (std::string why = check_no_score_mods(f, "sm90's backward"); !why.empty()) return why;
-  // dQ is summed over key tiles by bulk reduce-adds, whose order varies run to run.
-  if (f.deterministic) {
-    return "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order (sm80 "
-           "serves the deterministic mode)";
-  }
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
@@ -77,6 +72,7 @@ void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* 
 constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
+constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
 
 BwdParams make_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
@@ -104,17 +100,22 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
-  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv);
+  p.deterministic = f.deterministic;
+  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, f.deterministic);
   return p;
 }
 
 // Every temporary is a named chunk: the fp32 dQ accumulator, the dense LSE (log2 units) and
-// Delta, rows padded to whole query tiles.
+// Delta, rows padded to whole query tiles, and in deterministic mode one semaphore per query tile.
 void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
   const size_t rows = static_cast<size_t>(f.b * f.h_q) * static_cast<size_t>(p.s_q_pad);
   ws.add(kDqAccumChunk, rows * static_cast<size_t>(p.d) * sizeof(float));
   ws.add(kLseChunk, rows * sizeof(float));
   ws.add(kDeltaChunk, rows * sizeof(float));
+  if (f.deterministic) {
+    ws.add(kDqSemaphoreChunk, static_cast<size_t>(f.b * f.h_q) *
+                                  static_cast<size_t>(p.num_m_blocks) * sizeof(int32_t));
+  }
 }
 
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
@@ -157,6 +158,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.dq_accum = ws.carve<float>(kDqAccumChunk);
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
+    if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
     return tensor_core::launch_status(
         "sm90", kernel_->name, kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
   }
@@ -165,7 +167,13 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     const BwdTileShape& s = bwd_tile_shape(tile_);
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_n) +
            " keys per CTA x " + std::to_string(s.block_m) + "-query visits, " +
-           std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) + " CTAs";
+           std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) +
+           " CTAs" +
+           (params_.deterministic
+                ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
+                  "(highest first, the grid launching them highest first), one semaphore per "
+                  "query tile"
+                : "");
   }
 
  private:
