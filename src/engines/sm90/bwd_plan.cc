@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -73,6 +74,9 @@ constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
 constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
+// The deterministic grid's share of L2 (the H100's and H200's hold 50 and 60 MB) for the Q and dO
+// of the pairs whose key tiles run together.
+constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
 
 BwdParams make_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
@@ -101,7 +105,16 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
   p.deterministic = f.deterministic;
-  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, f.deterministic);
+  // Deterministic: sections of (kv head, batch) pairs whose Q and dO (every query head of the
+  // group) fit in kSectionL2Bytes together, so that a wave of CTAs holds the highest key tiles of
+  // several pairs rather than all key tiles of one (whose chain of turns would idle the wave).
+  int64_t section = 1;
+  if (f.deterministic) {
+    const int64_t pair_bytes = f.group * f.s_q * (f.d_qk + f.d_v) * 2;
+    section = std::max<int64_t>(1, kSectionL2Bytes / std::max<int64_t>(1, pair_bytes));
+  }
+  p.key_tiles =
+      kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, f.deterministic, f.b, section);
   return p;
 }
 
@@ -171,8 +184,9 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
            " CTAs" +
            (params_.deterministic
                 ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
-                  "(highest first, the grid launching them highest first), one semaphore per "
-                  "query tile"
+                  "(highest first, the grid launching them highest first, " +
+                      std::to_string(params_.key_tiles.section.d) +
+                      " (kv head, batch) pairs a section), one semaphore per query tile"
                 : "");
   }
 
