@@ -58,8 +58,9 @@ __device__ __forceinline__ void dq_wait_turn(const int32_t* sem, int turn) {
 // The next key tile's turn, once this thread's bulk reduce-adds into the tile have completed
 // (bulk_wait_group<0>): the proxy fence orders their (async-proxy) writes before this thread's
 // generic accesses, and the release add, cumulative, publishes them with the count at gpu scope.
-// (A __threadfence() before it, a second MEMBAR.GPU per visit, measured 1.31x the default's time
-// at d128 S 4096 and 1.26x at d64 S 16k, H200, 5cbb7fc.)
+// (5cbb7fc had a __threadfence() before it, a second MEMBAR.GPU a visit, and no grid sections:
+// 1.31x the default's time at d128 S 4096, 1.26x at d64 S 16k; without both, ac98cde: 1.05x and
+// 1.12x; H200, BACKWARD.md.)
 __device__ __forceinline__ void dq_pass_turn(int32_t* sem) {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
