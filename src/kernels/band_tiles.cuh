@@ -83,6 +83,17 @@ FLOE_HD KeyTiles key_tiles(const BandMask& band, bool has_mask, int row_first, i
   return kt;
 }
 
+// For a backward that adds a query tile's dQ from its visiting key tiles in descending order (the
+// sm90 deterministic mode): how many of the tile's visitors lie above key tile n_block, itself a
+// visitor. The visitors are key_tiles()'s [begin, end), and end - 1 holds the last row's last
+// visible key (the rows' intervals only move up), so only the tile's last actual row (row_last <
+// sq_b) is needed.
+FLOE_HD int key_tiles_above(const BandMask& band, bool has_mask, int row_last, int n_block,
+                            int sq_b, int skv_b, int block_n) {
+  const int64_t off = has_mask ? band.offset(sq_b, skv_b) : 0;
+  return row_keys(band, has_mask, row_last, off, skv_b).hi / block_n - n_block;
+}
+
 // The transposed question, for a backward CTA that owns one key tile: which query tiles hold a
 // row that sees one of its keys [key_first, key_last] (actual keys, key_last < skv_b). Query tile
 // m is in the range exactly when key_tiles() of m holds this key tile, so the two sides always

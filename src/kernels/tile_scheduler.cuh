@@ -177,19 +177,54 @@ struct KeyTile {
 
 // (key tile, kv head, batch) CTAs, key tile fastest: the key/value-stationary backward kernels,
 // each CTA visiting the query tiles that see its keys.
+//
+// Descending (the deterministic backward, whose CTAs wait on the higher key tiles of their own
+// (kv head, batch) pair, so those must have lower linear indices): the pairs go in sections of
+// `section` pairs, one section after the other; within a section the key tile is the slow index,
+// highest first, and the pairs of the section the fast one. A section of one pair is the plain
+// order reversed. Wider sections spread each pair's chain of waits over several waves of CTAs (its
+// key tiles are not all dispatched at once), at the price of the Q and dO of more heads in L2.
 struct KeyTileScheduler {
   struct Params {
     FastDivisor n_blocks, h_kv;  // by the key tile count ceil(s_kv / block_n), by Hkv
+    bool descending = false;
+    // Descending only: the sections of (kv head, batch) pairs, section * n_blocks CTAs apart; the
+    // last one has `last` pairs.
+    FastDivisor section_tiles, section, last;
+    uint32_t last_section = 0;
   };
-  static Params make(int64_t n_blocks, int64_t h_kv) {
-    return Params{divisor_of(n_blocks), divisor_of(h_kv)};
+  // section_pairs (descending only): pairs per section, <= 0 or more than there are: one section.
+  static Params make(int64_t n_blocks, int64_t h_kv, bool descending = false, int64_t b = 1,
+                     int64_t section_pairs = 1) {
+    Params p;
+    p.n_blocks = divisor_of(n_blocks);
+    p.h_kv = divisor_of(h_kv);
+    p.descending = descending;
+    const int64_t pairs = h_kv * b;
+    const int64_t sec = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
+    const int64_t sections = (pairs + sec - 1) / sec;
+    p.section_tiles = divisor_of(sec * n_blocks);
+    p.section = divisor_of(sec);
+    p.last = divisor_of(pairs - (sections - 1) * sec);
+    p.last_section = static_cast<uint32_t>(sections - 1);
+    return p;
   }
   static int64_t grid(const Params& p, int64_t b) { return int64_t{p.n_blocks.d} * p.h_kv.d * b; }
   static size_t workspace_bytes(const Params&) { return 0; }
 
   FLOE_HD static KeyTile tile(const Params& p, uint32_t linear) {
-    const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
-    return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
+    if (!p.descending) {
+      const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
+      return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
+    }
+    const uint32_t sec = p.section_tiles.div(linear);
+    const uint32_t in = linear - sec * p.section_tiles.d;
+    const FastDivisor pairs = sec == p.last_section ? p.last : p.section;
+    const uint32_t from_top = pairs.div(in);
+    const uint32_t pair = sec * p.section.d + (in - from_top * pairs.d);
+    const uint32_t b = p.h_kv.div(pair);
+    return KeyTile{static_cast<int>(p.n_blocks.d - 1 - from_top),
+                   static_cast<int>(pair - b * p.h_kv.d), static_cast<int>(b)};
   }
 };
 

@@ -45,10 +45,11 @@ TEST_F(BenchCliTest, HelpListsTheOptions) {
   const Ran r = floe("bench --help");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* o :
-       {"--sweep",        "--group", "--direction", "--engine",  "--json",      "--warmups",
-        "--calls",        "--b",     "--h-q",       "--h-kv",    "--gqa",       "--s-q",
-        "--s-kv",         "--d-qk",  "--d-v",       "--causal",  "--dtype",     "--window-left",
-        "--window-right", "--bias",  "--sink",      "--softcap", "--stats-gap", "--layout"}) {
+       {"--sweep",   "--group",   "--direction",   "--engine",       "--json",
+        "--warmups", "--calls",   "--b",           "--h-q",          "--h-kv",
+        "--gqa",     "--s-q",     "--s-kv",        "--d-qk",         "--d-v",
+        "--causal",  "--dtype",   "--window-left", "--window-right", "--bias",
+        "--sink",    "--softcap", "--stats-gap",   "--layout",       "--deterministic"}) {
     EXPECT_NE(r.out.find(std::string(o) + " "), std::string::npos) << o << "\n" << r.out;
   }
   EXPECT_NE(floe("--help").out.find("bench"), std::string::npos);

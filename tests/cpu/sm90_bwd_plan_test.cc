@@ -1,7 +1,8 @@
 // The sm90 engine's backward planning, without a GPU: what it takes on sm_90 (f16/bf16, d_qk =
 // d_v = 64 or 128, TMA-addressable strides, GQA, masks, padding by device lengths), its three named
-// workspace chunks, that explain() names the tile, and the exact reasons it declines (bias, sink,
-// softcap, deterministic, other head dims, strides), after which sm80 serves. Kernels missing from
+// workspace chunks (a fourth, one semaphore per query tile, in deterministic mode), that explain()
+// names the tile and the mode, and the exact reasons it declines (bias, sink, softcap, other head
+// dims, strides), after which sm80 serves. Kernels missing from
 // the ci kernel set decline with their own reason; accepted for both kernel sets.
 #include <gtest/gtest.h>
 
@@ -76,6 +77,49 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
   }
 }
 
+// Deterministic mode: the same three chunks plus "dq_semaphore" (i32 per (batch, query head,
+// query tile)), and explain() says how dQ is ordered.
+TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
+  const Shape shapes[] = {{2, 8, 2, 300, 500, 128, 128}, {3, 4, 4, 100, 1000, 64, 64}};
+  for (const Shape& sh : shapes) {
+    for (bool causal : {false, true}) {
+      Problem det = Problem::backward(sh, DType::bf16).set_deterministic();
+      Problem plain = Problem::backward(sh, DType::bf16);
+      if (causal) {
+        det.set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0});
+        plain.set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0});
+      }
+      SCOPED_TRACE("d " + std::to_string(sh.d_qk) + (causal ? " causal" : ""));
+      auto plan = Plan::build(det, Target::cuda_arch(90));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      const EngineVerdict* v = verdict_of(*plan, "sm90");
+      ASSERT_NE(v, nullptr);
+      if (!built(det)) {
+        EXPECT_NE(v->reason.find("kernel not built in the ci kernel set"), std::string::npos)
+            << v->reason;
+        continue;
+      }
+      ASSERT_TRUE(v->accepted) << v->reason;
+      EXPECT_EQ(plan->engine(), "sm90");
+      auto base = Plan::build(plain, Target::cuda_arch(90));
+      ASSERT_TRUE(base.ok()) << base.status().message();
+      EXPECT_EQ(base->engine(), "sm90");
+      detail::sm90::BwdTile tile{};
+      ASSERT_TRUE(detail::sm90::bwd_tile_for(sh.d_qk, sh.d_v, &tile));
+      const int64_t m = detail::sm90::bwd_tile_shape(tile).block_m;
+      const size_t sem = static_cast<size_t>(sh.b * sh.h_q * ((sh.s_q + m - 1) / m) * 4);
+      EXPECT_GE(plan->workspace_bytes(), base->workspace_bytes() + sem);
+      EXPECT_LE(plan->workspace_bytes(), base->workspace_bytes() + sem + 256);
+      const std::string text = plan->explain();
+      EXPECT_NE(text.find("deterministic: each query tile's dQ added by its key tiles in a fixed "
+                          "order"),
+                std::string::npos)
+          << text;
+      EXPECT_EQ(base->explain().find("deterministic"), std::string::npos) << base->explain();
+    }
+  }
+}
+
 TEST(Sm90BwdPlan, TheCiKernelSetHoldsD128Bf16) {
   const auto* k = detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::bf16);
   ASSERT_NE(k, nullptr);
@@ -99,9 +143,6 @@ std::vector<Declined> declined_problems() {
                  "tensor 'sink': sm90's backward has no sink yet"});
   out.push_back({"softcap", Problem::backward(d128, DType::bf16).set_softcap(30.0),
                  "softcap: sm90's backward has no softcap yet"});
-  out.push_back({"deterministic", Problem::backward(d128, DType::bf16).set_deterministic(),
-                 "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order "
-                 "(sm80 serves the deterministic mode)"});
   out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                  "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
                  "or 128 only"});

@@ -183,5 +183,36 @@ TEST(TileScheduler, KeyTilesMatchTheDivisionTheyReplace) {
   }
 }
 
+// The deterministic sm90 backward's grid: sections of (kv head, batch) pairs, within a section
+// the key tiles highest first and the pairs fastest, so that the CTAs a key tile waits on (the
+// higher ones of its pair) have lower linear indices. Checked against the closed form of the
+// position, for sections of one pair, of a few, and of all.
+TEST(TileScheduler, DescendingKeyTilesRunEachPairsTilesHighestFirst) {
+  std::mt19937_64 rng(71);
+  for (const Dims& d : shapes(rng)) {
+    const int64_t pairs = d.heads * d.batch;
+    for (int64_t section : {int64_t{1}, int64_t{3}, int64_t{12}, pairs}) {
+      SCOPED_TRACE("section " + std::to_string(section));
+      const KeyTileScheduler::Params p =
+          KeyTileScheduler::make(d.tiles, d.heads, true, d.batch, section);
+      const int64_t grid = KeyTileScheduler::grid(p, d.batch);
+      ASSERT_EQ(grid, d.tiles * pairs);
+      const int64_t g = std::min(section, pairs);
+      const int64_t last_sec = (pairs + g - 1) / g - 1;
+      for_indices(grid, rng, [&](uint32_t i) {
+        const kernels::KeyTile t = KeyTileScheduler::tile(p, i);
+        ASSERT_GE(t.n_block, 0);
+        ASSERT_LT(t.n_block, d.tiles);
+        const int64_t pair = int64_t{t.b} * d.heads + t.h_kv;
+        const int64_t sec = pair / g;
+        const int64_t in_sec = sec == last_sec ? pairs - last_sec * g : g;
+        const int64_t at =
+            sec * g * d.tiles + (d.tiles - 1 - t.n_block) * in_sec + (pair - sec * g);
+        ASSERT_EQ(at, int64_t{i}) << "tile " << t.n_block << " head " << t.h_kv << " batch " << t.b;
+      });
+    }
+  }
+}
+
 }  // namespace
 }  // namespace floe

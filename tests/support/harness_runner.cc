@@ -60,6 +60,17 @@ Result<PreparedRun> PreparedRun::create(const tool::Case& c, const Plan& plan,
   return run;
 }
 
+Status PreparedRun::poison() {
+  if (Status st = buffers_.poison_outputs(); !st) return st;
+  return buffers_.memory() == tool::Memory::device ? device_sync("poison") : Status();
+}
+
+Status PreparedRun::scramble_workspace(unsigned char byte) const {
+  if (plan_.workspace_bytes() == 0) return Status();
+  if (Status st = workspace_.fill_payload(byte); !st) return st;
+  return buffers_.memory() == tool::Memory::device ? device_sync("scramble workspace") : Status();
+}
+
 Status PreparedRun::execute(Stream stream) const {
   return plan_.execute(buffers_.arguments(), workspace(), workspace_size(), stream);
 }

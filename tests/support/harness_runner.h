@@ -45,11 +45,13 @@ class PreparedRun {
   // plan.execute with this run's buffers and workspace. Returns at once on the device.
   Status execute(Stream stream = nullptr) const;
   // NaN again in every output element, so that the next execute must write each of them.
-  Status poison() { return buffers_.poison_outputs(); }
+  // Returns once the device holds the NaN (as scramble_workspace): an upload from pageable memory
+  // or a memset may still be in flight when the call returns, on the legacy default stream, and
+  // an execute on a non-blocking stream is not ordered after it (a fast kernel's output was
+  // overwritten by a late poison on the H200).
+  Status poison();
   // Fills the workspace with `byte`: a correct engine never depends on what it held.
-  Status scramble_workspace(unsigned char byte) const {
-    return plan_.workspace_bytes() > 0 ? workspace_.fill_payload(byte) : Status();
-  }
+  Status scramble_workspace(unsigned char byte) const;
   // Waits for the device (every stream), checks canaries (workspace included) and gaps, reads
   // every output back.
   Result<tool::ArrayMap> finish() const;

@@ -8,8 +8,9 @@
 // arrives once the stage's products are done). Consumer warpgroups (64 keys each) run the five
 // products of bwd_traits.cuh per visit and store their share of dQ in shared memory; one thread
 // of warp 1 (the dQ reducer) adds each share into the fp32 accumulator with one bulk reduce-add
-// and hands the buffer back once the copy has read it. dK and dV go out from registers at the
-// end.
+// and hands the buffer back once the copy has read it; in deterministic mode it adds a query
+// tile's share only in its key tile's turn (bwd_dq_order.cuh). dK and dV go out from registers at
+// the end.
 //
 // Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
 // there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
@@ -25,6 +26,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bulk_reduce.cuh"
+#include "engines/sm90/bwd_dq_order.cuh"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_traits.cuh"
 #include "engines/sm90/gmma_fragment.cuh"
@@ -157,14 +159,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     } else if (tid == 32 && visits.count > 0) {
       // The dQ reducer: each warpgroup's share of a visit, once its threads have stored and
       // fenced it, is added into the tile of dq_accum (same fragment order, contiguous); the
-      // buffer goes back to the warpgroup as soon as the copy has read it.
+      // buffer goes back to the warpgroup as soon as the copy has read it. Deterministic mode
+      // (bwd_dq_order.cuh): first wait for this key tile's turn at the query tile (while the
+      // consumers still compute), and pass the turn on once the adds have completed.
       constexpr int kHalf = T::kDqHalfFloats;
+      const bool ordered = p.deterministic;
       VisitCursor at(visits);
       CUTE_NO_UNROLL
       for (int v = 0; v < visits.count; ++v, at.next(visits)) {
         const int64_t row0 =
             (static_cast<int64_t>(b) * p.h_q + at.h) * p.s_q_pad + at.m_block * T::kBlockM;
         float* tile = p.dq_accum + row0 * T::kD;
+        if (ordered) {
+          dq_wait_turn(dq_semaphore(p, b, at.h, at.m_block),
+                       dq_turn<T::kBlockM, T::kBlockN>(p, at.m_block, n_block, sq_b, skv_b));
+        }
         CUTE_UNROLL
         for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
           Barrier::wait(&ss.dq_full[w], v & 1);
@@ -174,6 +183,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         bulk_wait_group_read<0>();
         CUTE_UNROLL
         for (int w = 0; w < T::kConsumerWarpgroups; ++w) Barrier::arrive(&ss.dq_empty[w]);
+        if (ordered) {
+          bulk_wait_group<0>();
+          dq_pass_turn(dq_semaphore(p, b, at.h, at.m_block));
+        }
       }
       bulk_wait_group<0>();
     }

@@ -33,6 +33,9 @@ struct BwdParams {
   float* dq_accum = nullptr;
   float* lse_log2 = nullptr;
   float* delta = nullptr;
+  // Deterministic mode only (nullptr otherwise): "dq_semaphore" i32 [b, h_q, num_m_blocks], per
+  // query tile the count of key tiles that have added their dQ share, zeroed by preprocess.
+  int32_t* dq_sem = nullptr;
 
   // Element strides of the logical dims [b, h, s] (the innermost stride is 1).
   int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
@@ -54,6 +57,11 @@ struct BwdParams {
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
   int32_t s_q_pad = 0;       // num_m_blocks * block_m
+
+  // Deterministic mode: the key tiles of one query tile add its dQ one after the other, highest
+  // key tile first (bwd_kernel.cuh), and the main kernel's grid hands out the key tiles of a
+  // (kv head, batch) highest first, so that a CTA only waits on CTAs dispatched before it.
+  bool deterministic = false;
 
   // blockIdx -> tile: (query tile, h_q, b) for preprocess and dQ convert, (key tile, h_kv, b) for
   // the main kernel.

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -34,11 +35,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
   }
   if (std::string why = check_no_score_mods(f, "sm90's backward"); !why.empty()) return why;
-  // dQ is summed over key tiles by bulk reduce-adds, whose order varies run to run.
-  if (f.deterministic) {
-    return "deterministic: sm90's backward adds dQ by bulk reduce-adds in no fixed order (sm80 "
-           "serves the deterministic mode)";
-  }
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
@@ -77,6 +73,10 @@ void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* 
 constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
+constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
+// The deterministic grid's share of L2 (the H100's and H200's hold 50 and 60 MB) for the Q and dO
+// of the pairs whose key tiles run together.
+constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
 
 BwdParams make_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
@@ -104,17 +104,31 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
-  p.key_tiles = kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv);
+  p.deterministic = f.deterministic;
+  // Deterministic: sections of (kv head, batch) pairs whose Q and dO (every query head of the
+  // group) fit in kSectionL2Bytes together, so that a wave of CTAs holds the highest key tiles of
+  // several pairs rather than all key tiles of one (whose chain of turns would idle the wave).
+  int64_t section = 1;
+  if (f.deterministic) {
+    const int64_t pair_bytes = f.group * f.s_q * (f.d_qk + f.d_v) * 2;
+    section = std::max<int64_t>(1, kSectionL2Bytes / std::max<int64_t>(1, pair_bytes));
+  }
+  p.key_tiles =
+      kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, f.deterministic, f.b, section);
   return p;
 }
 
 // Every temporary is a named chunk: the fp32 dQ accumulator, the dense LSE (log2 units) and
-// Delta, rows padded to whole query tiles.
+// Delta, rows padded to whole query tiles, and in deterministic mode one semaphore per query tile.
 void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
   const size_t rows = static_cast<size_t>(f.b * f.h_q) * static_cast<size_t>(p.s_q_pad);
   ws.add(kDqAccumChunk, rows * static_cast<size_t>(p.d) * sizeof(float));
   ws.add(kLseChunk, rows * sizeof(float));
   ws.add(kDeltaChunk, rows * sizeof(float));
+  if (f.deterministic) {
+    ws.add(kDqSemaphoreChunk, static_cast<size_t>(f.b * f.h_q) *
+                                  static_cast<size_t>(p.num_m_blocks) * sizeof(int32_t));
+  }
 }
 
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
@@ -157,6 +171,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.dq_accum = ws.carve<float>(kDqAccumChunk);
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
+    if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
     return tensor_core::launch_status(
         "sm90", kernel_->name, kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
   }
@@ -165,7 +180,14 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     const BwdTileShape& s = bwd_tile_shape(tile_);
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_n) +
            " keys per CTA x " + std::to_string(s.block_m) + "-query visits, " +
-           std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) + " CTAs";
+           std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) +
+           " CTAs" +
+           (params_.deterministic
+                ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
+                  "(highest first, the grid launching them highest first, " +
+                      std::to_string(params_.key_tiles.section.d) +
+                      " (kv head, batch) pairs a section), one semaphore per query tile"
+                : "");
   }
 
  private:

@@ -3,7 +3,8 @@
 //   delta[i]    = sum_d dO * O (0 for rows past the batch's query length),
 //   lse_log2[i] = LSE * log2(e) from the stats (through their strides); +inf for rows past the
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0,
-//   dq_accum    = 0 over the tile (64 x d floats, whatever their order).
+//   dq_accum    = 0 over the tile (64 x d floats, whatever their order),
+//   dq_sem      = 0 for the tile (deterministic mode: no key tile has added yet).
 // delta and lse_log2 as sm80's preprocess computes them (kernels/preprocess_rows.cuh); the
 // accumulator is this engine's.
 #pragma once
@@ -42,6 +43,9 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   float4* acc = reinterpret_cast<float4*>(p.dq_accum + row0 * p.d);
   const int n4 = kBlockM * p.d / 4;
   for (int x = tid; x < n4; x += kThreads) acc[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (p.dq_sem != nullptr && tid == 0) {
+    p.dq_sem[(static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m_block] = 0;
+  }
 }
 
 }  // namespace floe::detail::sm90

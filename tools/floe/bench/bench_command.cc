@@ -36,6 +36,7 @@ struct BenchOptions {
   std::vector<int64_t> bias;
   bool sink = false;
   double softcap = 0;
+  bool deterministic = false;
   int64_t stats_gap = 0;
   std::string layout = "bhsd";
   std::vector<CLI::Option*> problem_options;  // any of these given: bench that one problem
@@ -64,6 +65,7 @@ BenchProblem problem_of(const BenchOptions& opt) {
   if (opt.bias.size() == 2) bp.bias = std::array<int64_t, 2>{opt.bias[0], opt.bias[1]};
   bp.sink = opt.sink;
   if (opt.softcap > 0) bp.softcap = opt.softcap;
+  bp.deterministic = opt.deterministic;
   bp.stats_gap = opt.stats_gap;
   bp.layout = opt.layout == "bshd" ? BenchLayout::bshd : BenchLayout::bhsd;
   return bp;
@@ -360,6 +362,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   po.push_back(cmd->add_flag("--sink", opt->sink, "a per-head sink logit"));
   po.push_back(
       cmd->add_option("--softcap", opt->softcap, "softcap value")->check(CLI::PositiveNumber));
+  po.push_back(cmd->add_flag("--deterministic", opt->deterministic,
+                             "bitwise-deterministic mode (DESIGN P7)"));
   po.push_back(cmd->add_option("--stats-gap", opt->stats_gap,
                                "elements of gap after each stats row (strided stats)")
                    ->check(CLI::NonNegativeNumber));
