@@ -67,45 +67,44 @@ struct Config {
   bool backward = false;
 };
 
-// A random problem of the config with its inputs (the backward's O, dO and stats random
-// too: its formulas hold for any of them).
+// A random problem of the config with its inputs. A backward's O and stats are what the
+// reference forward makes of the same inputs (dO is random): random stats would make
+// P = exp(S - LSE) far above 1 and dS past f16's range in the tensor-core engines, whose dS is
+// an MMA operand in the input dtype, for a problem no forward can produce.
 Case make_case(const Config& cfg, uint32_t seed, int64_t d = 64) {
   std::mt19937 rng(seed);
   const int64_t b = 5, h_q = 8, h_kv = 2, s_q = 150, s_kv = 300;
   const Shape s{b, h_q, h_kv, s_q, s_kv, d, d};
   Case c;
-  Problem p = cfg.backward ? Problem::backward(s, cfg.dtype) : Problem::forward(s, cfg.dtype);
   const DType od = cfg.i64 ? DType::i64 : DType::i32;
   int64_t tq = 0, tkv = 0;
   std::vector<int64_t> oq, okv;
-  if (cfg.ragged_q) {
-    oq = random_offsets(rng, b, s_q, &tq);
-    p.set_ragged_q(tq, od);
-  }
-  if (cfg.ragged_kv) {
-    okv = random_offsets(rng, b, s_kv, &tkv);
-    p.set_ragged_kv(tkv, od);
-  }
-  int64_t max_pages = 0, num_pages = 0;
-  if (cfg.page) {
-    max_pages = (s_kv + cfg.page - 1) / cfg.page;
-    num_pages = b * max_pages + 3;
-    p.set_paged_kv(cfg.page, num_pages);
-  }
-  if (cfg.seq_len_q) p.set_seq_len_q();
-  if (cfg.page == 0 && !cfg.ragged_kv) p.set_seq_len_kv();
-  if (cfg.causal) p.set_causal(MaskAlign::bottom_right);
-  if (cfg.extras) p.set_bias(b, 1).set_sink().set_softcap(20.0);
-  if (!cfg.backward) p.set_stats();
-  if (cfg.heads_major_stats) {
-    p.set_strides(TensorId::stats, cfg.ragged_q
-                                       ? std::initializer_list<int64_t>{1, tq}
-                                       : std::initializer_list<int64_t>{h_q * s_q, 1, h_q});
-  }
-  if (cfg.hnd && cfg.page) {
-    p.set_strides(TensorId::k, {h_kv * cfg.page * d, d, cfg.page * d, 1});
-    p.set_strides(TensorId::v, {h_kv * cfg.page * d, d, cfg.page * d, 1});
-  }
+  if (cfg.ragged_q) oq = random_offsets(rng, b, s_q, &tq);
+  if (cfg.ragged_kv) okv = random_offsets(rng, b, s_kv, &tkv);
+  const int64_t max_pages = cfg.page ? (s_kv + cfg.page - 1) / cfg.page : 0;
+  const int64_t num_pages = b * max_pages + 3;
+  const auto build = [&](bool backward) {
+    Problem p = backward ? Problem::backward(s, cfg.dtype) : Problem::forward(s, cfg.dtype);
+    if (cfg.ragged_q) p.set_ragged_q(tq, od);
+    if (cfg.ragged_kv) p.set_ragged_kv(tkv, od);
+    if (cfg.page) p.set_paged_kv(cfg.page, num_pages);
+    if (cfg.seq_len_q) p.set_seq_len_q();
+    if (cfg.page == 0 && !cfg.ragged_kv) p.set_seq_len_kv();
+    if (cfg.causal) p.set_causal(MaskAlign::bottom_right);
+    if (cfg.extras) p.set_bias(b, 1).set_sink().set_softcap(20.0);
+    if (!backward) p.set_stats();
+    if (cfg.heads_major_stats) {
+      p.set_strides(TensorId::stats, cfg.ragged_q
+                                         ? std::initializer_list<int64_t>{1, tq}
+                                         : std::initializer_list<int64_t>{h_q * s_q, 1, h_q});
+    }
+    if (cfg.hnd && cfg.page) {
+      p.set_strides(TensorId::k, {h_kv * cfg.page * d, d, cfg.page * d, 1});
+      p.set_strides(TensorId::v, {h_kv * cfg.page * d, d, cfg.page * d, 1});
+    }
+    return p;
+  };
+  const Problem p = build(cfg.backward);
   c.problem = p;
   for (const std::string& n : input_names(p)) {
     const TensorDesc& desc = *p.tensor(tensor_of(n));
@@ -133,6 +132,18 @@ Case make_case(const Config& cfg, uint32_t seed, int64_t d = 64) {
       }
     }
     c.inputs["block_table"] = ints({b, max_pages}, table);
+  }
+  if (cfg.backward) {
+    Case forward;
+    forward.problem = build(false);
+    forward.inputs = c.inputs;
+    Result<RunResult> out = run_case(forward, "reference", Memory::host);
+    if (out.ok()) {
+      c.inputs["o"] = out->outputs.at("o");
+      c.inputs["stats"] = out->outputs.at("stats");
+    } else {
+      ADD_FAILURE() << "the reference forward of a backward case: " << out.status().message();
+    }
   }
   return c;
 }
