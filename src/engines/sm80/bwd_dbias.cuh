@@ -11,15 +11,18 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/constants.h"
 #include "kernels/math.cuh"
+#include "kernels/score_mod_kind.h"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
 
-template <class T>
+template <class T, kernels::ScoreMod kMod>
 __global__ void __launch_bounds__(T::kThreads, 1)
     bwd_dbias_kernel(const __grid_constant__ BwdParams p) {
+  static_assert(kernels::has_bias_code(kMod), "a bias gradient implies a bias kind");
   using namespace cute;
   using Element = typename T::Element;
   using BM = Int<T::kBlockM>;
@@ -69,6 +72,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   Tensor acc_db = partition_fragment_C(mma, cute::Shape<BM, BN>{});
   clear(acc_db);
+
+  // The bias tile is the same for every (batch, head) pair summed here (they differ only in the
+  // broadcast dims): read once, in the S fragment's layout, before the first pair's tiles load,
+  // and added from registers for each pair. Elements past s_q or s_kv hold 0 (those scores are
+  // masked or never written).
+  Tensor rbias = make_tensor<Element>(acc_db.layout());
+  {
+    const Element* bias_bh =
+        static_cast<const Element*>(p.bias) + bias_b * p.bias_strides.b + bias_h * p.bias_strides.h;
+    auto rb = kernels::acc_row_col(rbias);
+    auto c = kernels::acc_row_col(tScS);
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(rb); ++r) {
+      const int row = m0 + get<0>(c(r, 0));
+      CUTE_UNROLL
+      for (int j = 0; j < size<1>(rb); ++j) {
+        const int col = n0 + get<1>(c(r, j));
+        rb(r, j) = row < p.s_q && col < p.s_kv ? bias_bh[row * p.bias_strides.s + col] : Element(0);
+      }
+    }
+  }
+  auto bias_from_registers = [&](auto& acc) __attribute__((always_inline)) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) acc(i) += static_cast<float>(rbias(i)) * kernels::kLog2e;
+    return true;
+  };
   typename T::GmemLoad gmem_load;
   auto gthr = gmem_load.get_thread_slice(tid);
   const int b_end = p.bias_b == 1 ? p.b : bias_b + 1;
@@ -118,7 +147,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                               tdPrV_v, copy_a, copy_b);
 
       Tensor dtanh = make_tensor<float>(acc_s.layout());  // unused: dBias is taken before it
-      backward_scores<T, true>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, sq_b, skv_b);
+      backward_scores<T, kMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, sq_b, skv_b,
+                               bias_from_registers);
       auto s = kernels::acc_row_col(acc_s);
       auto dp = kernels::acc_row_col(acc_dp);
       auto db = kernels::acc_row_col(acc_db);

@@ -24,7 +24,7 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod>
+template <class T, kernels::ScoreMod kMod>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;
   using Element = typename T::Element;
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   clear(acc_dv);
 
   const BwdBlock blk{b, h_kv, n_block, n0, sq_b, skv_b};
-  if (!qt.empty()) BwdMainloop<T, kScoreMod>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
+  if (!qt.empty()) BwdMainloop<T, kMod>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
   if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
   bwd_epilogue<T>(p, smem, tid, blk, acc_dk, acc_dv);
 }

@@ -65,6 +65,12 @@ struct BwdParams {
   int32_t s_q_pad = 0;  // num_m_blocks * block_m
   int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile
   bool deterministic = false;
+  // The bias is read with 16-byte loads (its tile staged in shared memory): its strides allow
+  // it (plan time) and its pointer is 16-byte aligned (set per launch).
+  bool bias_vec = false;
+  // dBias (per batch and head, written by the main kernel) is written with 16-byte stores: the
+  // same rules for dbias.
+  bool dbias_vec = false;
 };
 
 // What one main-kernel CTA owns: a key tile of one kv head of one batch, with the batch's actual

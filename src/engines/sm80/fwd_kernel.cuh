@@ -17,7 +17,7 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod>
+template <class T, kernels::ScoreMod kMod>
 __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using namespace cute;
@@ -43,10 +43,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   softmax.init();
   // The plain kernel keeps raw q.k and folds scale * log2(e) into the exponent; the score-mod
   // kernel has already turned its scores into log2 units.
-  const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
+  const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
 
   if (!kt.empty()) {
-    FwdMainloop<T, kScoreMod>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax, scale_log2);
+    FwdMainloop<T, kMod>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax, scale_log2);
   }
   fwd_epilogue<T>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2);
 }

@@ -38,6 +38,10 @@ struct FwdParams {
   kernels::QueryTileScheduler::Params tiles;
   // Query head -> kv head: h / group, the group Hq / Hkv.
   kernels::FastDivisor group_div;
+
+  // The bias is read with 16-byte loads (its tile staged in shared memory): its strides allow
+  // it (plan time) and its pointer is 16-byte aligned (set per launch).
+  bool bias_vec = false;
 };
 
 }  // namespace floe::detail::sm80

@@ -51,6 +51,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.tiles = kernels::QueryTileScheduler::make((f.s_q + shape.block_m - 1) / shape.block_m, f.h_q,
                                               f.mask.right.has_value() && !f.mask.left.has_value());
   p.group_div = kernels::FastDivisor(static_cast<uint32_t>(f.group));
+  p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
   return p;
 }
 
@@ -64,6 +65,7 @@ class Sm80ForwardPlan final : public TensorCoreLaunchPlan {
     FwdParams p = params_;
     set_shared_pointers(facts, args, p);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
+    p.bias_vec = p.bias_vec && bias_pointer_allows_vec(p.bias);
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grid_, stream));
   }
 
