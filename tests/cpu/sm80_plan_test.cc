@@ -230,11 +230,16 @@ TEST(Sm80Plan, RanksSecondBehindSm90) {
 
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
   for (DType dt : {DType::f16, DType::bf16}) {
-    for (bool mod : {false, true}) {
+    for (kernels::ScoreMod mod : {kernels::ScoreMod::plain, kernels::ScoreMod::bias,
+                                  kernels::ScoreMod::softcap, kernels::ScoreMod::softcap_bias}) {
       const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
       ASSERT_NE(k, nullptr);
-      EXPECT_EQ(k->smem_bytes,
-                detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
+      // The bias kinds stage a 128 x (64 + 8)-element bias tile after V; still a 99 KB part's.
+      const int staged_bias = kernels::has_bias_code(mod) ? 128 * (64 + 8) * 2 : 0;
+      EXPECT_EQ(
+          k->smem_bytes,
+          detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes() + staged_bias);
+      EXPECT_LE(k->smem_bytes, 99 * 1024);
       EXPECT_GT(k->threads, 0);
       const auto* b = detail::sm80::find_bwd_kernel(detail::sm80::BwdTile::d128, dt, mod);
       ASSERT_NE(b, nullptr);
