@@ -38,6 +38,10 @@ struct BwdMainloop {
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kBlockN = T::kBlockN;
+  // The bias tile staged in dS's buffer (bias kinds), dBias written from dS's tile (bias kind:
+  // no softcap factor between them), where the tile's shape allows (T::kStageBias).
+  static constexpr bool kStagedBias = kernels::has_bias_code(kMod) && T::kStageBias;
+  static constexpr bool kStagedDbias = kMod == kernels::ScoreMod::bias && T::kStageBias;
 
   template <class AccDK, class AccDV>
   __device__ __forceinline__ static void run(const BwdParams& p, char* smem, int tid,
@@ -163,12 +167,12 @@ struct BwdMainloop {
     // the partition that later stores dS, so that each thread reads exactly the elements it
     // overwrites with dS (no barrier between the two).
     [[maybe_unused]] bool bias_smem = false;
-    if constexpr (kernels::has_bias_code(kMod)) bias_smem = p.bias_vec && p.bias != nullptr;
+    if constexpr (kStagedBias) bias_smem = p.bias_vec && p.bias != nullptr;
     [[maybe_unused]] auto bias_bh_of = [&](int head) __attribute__((always_inline)) {
       return static_cast<const Element*>(p.bias) + b * p.bias_strides.b + head * p.bias_strides.h;
     };
     [[maybe_unused]] auto staged_bias = [&](auto& acc) __attribute__((always_inline)) {
-      if constexpr (kernels::has_bias_code(kMod)) {
+      if constexpr (kStagedBias) {
         if (bias_smem) {
           cp_async_wait<T::kQStages == 2 ? 1 : 0>();  // this thread's bias chunks ...
           __syncthreads();                            // ... and everyone's
@@ -203,7 +207,7 @@ struct BwdMainloop {
       __syncthreads();     // ... everyone's; and every warp is done with the previous visit
       // The bias tile of this visit, staged in dS's buffer (free until dS is written): issued
       // first, waited for where the scores need it, under the S (and dP) products.
-      if constexpr (kernels::has_bias_code(kMod)) {
+      if constexpr (kStagedBias) {
         if (bias_smem) {
           auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
           kernels::cp_async_rows_partial(
@@ -260,7 +264,7 @@ struct BwdMainloop {
       // The bias kind's dBias leaves from dS's shared-memory tile below, where its layout allows
       // 16-byte stores (dbias_vec); else (and in the other kinds) element by element from here.
       bool dbias_here = p.dbias != nullptr;
-      if constexpr (kMod == kernels::ScoreMod::bias) dbias_here = dbias_here && !p.dbias_vec;
+      if constexpr (kStagedDbias) dbias_here = dbias_here && !p.dbias_vec;
       if (dbias_here) {
         Element* dbias_bh =
             static_cast<Element*>(p.dbias) + b * p.dbias_strides.b + h * p.dbias_strides.h;
@@ -286,7 +290,7 @@ struct BwdMainloop {
       Tensor rdS = kernels::convert_fragment<Element>(acc_dp);
       copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
       __syncthreads();
-      if constexpr (kMod == kernels::ScoreMod::bias) {
+      if constexpr (kStagedDbias) {
         // Without a softcap factor dS is dBias, rounded the same way: out of shared memory with
         // 16-byte stores instead of scattered 2-byte ones.
         if (p.dbias_vec) {
