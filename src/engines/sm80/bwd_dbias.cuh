@@ -76,10 +76,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   // The bias tile is the same for every (batch, head) pair summed here (they differ only in the
   // broadcast dims): read once, in the S fragment's layout, before the first pair's tiles load,
-  // and added from registers for each pair. Elements past s_q or s_kv hold 0 (those scores are
-  // masked or never written).
+  // and added from registers for each pair, where a thread holds at most 32 scores (d64's 64
+  // spilled 248 bytes; those tiles read it from global memory for each pair). Elements past s_q or
+  // s_kv hold 0 (those scores are masked or never written).
+  constexpr bool kBiasInRegisters = decltype(size(acc_db))::value <= 32;
   Tensor rbias = make_tensor<Element>(acc_db.layout());
-  {
+  if constexpr (kBiasInRegisters) {
     const Element* bias_bh =
         static_cast<const Element*>(p.bias) + bias_b * p.bias_strides.b + bias_h * p.bias_strides.h;
     auto rb = kernels::acc_row_col(rbias);
@@ -95,9 +97,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
   }
   auto bias_from_registers = [&](auto& acc) __attribute__((always_inline)) {
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc); ++i) acc(i) += static_cast<float>(rbias(i)) * kernels::kLog2e;
-    return true;
+    if constexpr (kBiasInRegisters) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc); ++i) acc(i) += static_cast<float>(rbias(i)) * kernels::kLog2e;
+    }
+    return kBiasInRegisters;
   };
   typename T::GmemLoad gmem_load;
   auto gthr = gmem_load.get_thread_slice(tid);
