@@ -28,7 +28,7 @@
 #                      scikit-build-core and pytest)
 #   --bench-args ARGS  extra arguments of floe bench in the bench step (one string)
 #   --jobs N           build and CPU-test parallelism, default every core
-#   --pin LIST         the engines of the engines step, default "generic sm80 sm90"
+#   --pin LIST         the engines of the engines step, default "decode sm90 sm80 generic"
 #
 # FLOE_FA4_SITE=DIR: the bench step times FlashAttention 4 from DIR as a third peer (see
 # ../shared/peers/install-fa4.sh: the GPU machine has no network, FA4 is staged in two calls).
@@ -53,7 +53,7 @@ tests=""
 build="$root/build-gpu-check"
 steps="configure,build,cpu,gpu,python,sanitize"
 bench_args=""
-pinned="generic sm80 sm90"
+pinned="decode sm90 sm80 generic"
 jobs=$(nproc 2>/dev/null || echo 4)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -277,8 +277,11 @@ if wants engines; then
   for e in $pinned; do
     layout=any
     [ "$e" = generic ] || [ "$e" = reference ] || layout=aligned
+    # decode serves the forward only: its backward battery would decline every case.
+    dirs=$directions
+    [ "$e" = decode ] && dirs=fwd
     run_step "battery-$e" "$results/battery-$e.log" \
-      env FLOE_ENGINE="$e" FLOE_LAYOUT="$layout" FLOE_BATTERY="$level" \
+      env FLOE_ENGINE="$e" FLOE_DIRECTIONS="$dirs" FLOE_LAYOUT="$layout" FLOE_BATTERY="$level" \
         FLOE_FAILURE_DIR="$results/failures-$e" "$battery"
     note=$(grep -hoE "^\[battery\] (forward|backward): .*declined" "$results/battery-$e.log" |
       sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
@@ -291,7 +294,8 @@ if wants engines; then
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check no --padding 64)
       run_step "$tool-$e" "$log" \
-        env FLOE_ENGINE="$e" FLOE_LAYOUT="$layout" FLOE_BATTERY=smoke FLOE_BATTERY_CASES="$cases" \
+        env FLOE_ENGINE="$e" FLOE_DIRECTIONS="$dirs" FLOE_LAYOUT="$layout" FLOE_BATTERY=smoke \
+          FLOE_BATTERY_CASES="$cases" \
           FLOE_HARNESS_THREADS=4 FLOE_FAILURE_DIR="$results/failures-$tool-$e" \
           "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 86 --print-limit 20 "$battery"
       errors=$(grep -oE "ERROR SUMMARY: [0-9]+|\([0-9]+ errors?" "$log" | tail -1 | grep -oE "[0-9]+")

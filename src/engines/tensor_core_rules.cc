@@ -49,6 +49,10 @@ bool needs_score_mod(const Facts& f) {
   return f.has_softcap || f.has(TensorId::bias) || !(f.scale > 0);
 }
 
+kernels::ScoreMod score_mod_of(const Facts& f) {
+  return kernels::score_mod_for(f.has_softcap, f.has(TensorId::bias), f.scale > 0);
+}
+
 std::string check_head_dims(const char* engine, const Facts& f) {
   for (const auto& [name, d] : {std::pair<const char*, int64_t>{"d_qk", f.d_qk}, {"d_v", f.d_v}}) {
     if (d % 8 != 0)

@@ -20,6 +20,7 @@
 #include "floe/target.h"
 #include "kernels/band_mask.h"
 #include "kernels/constants.h"
+#include "kernels/score_mod_kind.h"
 #include "kernels/score_params.h"
 #include "kernels/strides.h"
 
@@ -43,15 +44,17 @@ std::string check_operands(const char* engine, const Facts& f,
                            std::initializer_list<TensorId> biases);
 // Softcap, bias or a negative scale: the score-mod kernels.
 bool needs_score_mod(const Facts& f);
+// The score-mod kind of a problem's kernel (kernels/score_mod_kind.h).
+kernels::ScoreMod score_mod_of(const Facts& f);
 
 // The compiled kernel of a choice: empty when it is in this build and its shared memory fits
 // the target; else why not. `tile` names it in messages ("tile d128", "backward tile d128").
 template <class Kernel>
-std::string check_kernel(const Kernel* kernel, const std::string& tile, DType dtype, bool score_mod,
-                         const Target& target) {
+std::string check_kernel(const Kernel* kernel, const std::string& tile, DType dtype,
+                         kernels::ScoreMod mod, const Target& target) {
   if (kernel == nullptr) {
-    return "kernel not built in the ci kernel set (" + tile + ", " + to_string(dtype) +
-           (score_mod ? ", score-mod)" : ", plain)");
+    return "kernel not built in the ci kernel set (" + tile + ", " + to_string(dtype) + ", " +
+           kernels::score_mod_suffix(mod) + ")";
   }
   if (static_cast<size_t>(kernel->smem_bytes) > target.smem_per_block_optin) {
     return tile + " needs " + std::to_string(kernel->smem_bytes / 1024) +
@@ -102,6 +105,20 @@ inline kernels::Strides3 bias_strides_of(const Facts& f, TensorId id) {
   if (f.has(id) && f.t(id).dims[0] == 1) s.b = 0;
   if (f.has(id) && f.t(id).dims[1] == 1) s.h = 0;
   return s;
+}
+
+// Whether a bias's (or dbias's) strides allow 16-byte loads (stores) of its rows (staged through
+// shared memory), tiles
+// of `block_rows` rows addressed with 32-bit offsets: every outer stride a multiple of 8
+// elements. The pointer's alignment is checked per launch (bias_pointer_allows_vec).
+inline bool bias_strides_allow_vec(const Facts& f, int block_rows, TensorId id = TensorId::bias) {
+  if (!f.has(id)) return false;
+  const kernels::Strides3 s = bias_strides_of(f, id);
+  return s.b % 8 == 0 && s.h % 8 == 0 && s.s % 8 == 0 &&
+         static_cast<int64_t>(block_rows) * s.s <= kInt32Max;
+}
+inline bool bias_pointer_allows_vec(const void* bias) {
+  return bias != nullptr && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
 }
 
 // The fields a forward's and a backward's Params share that come from the Facts alone: the score

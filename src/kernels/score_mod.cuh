@@ -15,6 +15,7 @@
 
 #include "kernels/constants.h"
 #include "kernels/math.cuh"
+#include "kernels/score_mod_kind.h"
 #include "kernels/score_params.h"
 
 namespace floe::kernels {
@@ -31,6 +32,21 @@ template <class Acc>
 __device__ __forceinline__ void scale_scores(Acc& acc, const ScoreParams& sp) {
   using namespace cute;
   if (sp.has_softcap) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) acc(i) = sp.cap_log2 * tanh_of_2x_log2e(acc(i) * sp.tanh_k);
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) acc(i) *= sp.scale_log2;
+  }
+}
+
+// scale_scores of a kernel compiled for one score-mod kind (kernels/score_mod_kind.h): the
+// softcap or the scale alone, with no runtime choice (ptxas if-converts one and issues both).
+template <ScoreMod kMod, class Acc>
+__device__ __forceinline__ void scale_scores_of(Acc& acc, const ScoreParams& sp) {
+  using namespace cute;
+  static_assert(kMod != ScoreMod::plain, "the plain kernel folds the scale into the exponent");
+  if constexpr (has_softcap_code(kMod)) {
     CUTE_UNROLL
     for (int i = 0; i < size(acc); ++i) acc(i) = sp.cap_log2 * tanh_of_2x_log2e(acc(i) * sp.tanh_k);
   } else {

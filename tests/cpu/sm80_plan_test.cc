@@ -12,6 +12,7 @@
 #include "engines/sm80/fwd_kernels.h"
 #include "engines/sm80/fwd_tiles.h"
 #include "floe/floe.h"
+#include "kernels/score_mod_kind.h"
 #include "support/plan_verdicts.h"
 
 namespace floe {
@@ -20,9 +21,9 @@ namespace {
 // The verdict of one engine in a plan's explanation.
 using test::verdict_of;
 
-bool score_mod(const Problem& p) {
-  return p.softcap().has_value() || p.has(TensorId::bias) ||
-         (p.scale().has_value() && *p.scale() < 0);
+kernels::ScoreMod score_mod(const Problem& p) {
+  return kernels::score_mod_for(p.softcap().has_value(), p.has(TensorId::bias),
+                                !p.scale().has_value() || *p.scale() > 0);
 }
 
 // Whether the kernel sm80 would run for `p` on `target` is in this build's kernel set.
@@ -354,11 +355,16 @@ TEST(Sm80Plan, RanksSecondBehindSm90) {
 
 TEST(Sm80Plan, TheCiKernelSetHoldsD128) {
   for (DType dt : {DType::f16, DType::bf16}) {
-    for (bool mod : {false, true}) {
+    for (kernels::ScoreMod mod : {kernels::ScoreMod::plain, kernels::ScoreMod::bias,
+                                  kernels::ScoreMod::softcap, kernels::ScoreMod::softcap_bias}) {
       const auto* k = detail::sm80::find_fwd_kernel(detail::sm80::FwdTile::d128, dt, mod);
       ASSERT_NE(k, nullptr);
-      EXPECT_EQ(k->smem_bytes,
-                detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes());
+      // The bias kinds stage a 128 x (64 + 8)-element bias tile after V; still a 99 KB part's.
+      const int staged_bias = kernels::has_bias_code(mod) ? 128 * (64 + 8) * 2 : 0;
+      EXPECT_EQ(
+          k->smem_bytes,
+          detail::sm80::fwd_tile_shape(detail::sm80::FwdTile::d128).smem_bytes() + staged_bias);
+      EXPECT_LE(k->smem_bytes, 99 * 1024);
       EXPECT_GT(k->threads, 0);
       const auto* b = detail::sm80::find_bwd_kernel(detail::sm80::BwdTile::d128, dt, mod);
       ASSERT_NE(b, nullptr);
@@ -532,7 +538,8 @@ std::vector<Routed> expected_routes() {
 template <class Tile, int kCount, class Find>
 bool tile_built(const char* const (&names)[kCount], const std::string& name, Find find) {
   for (int i = 0; i < kCount; ++i) {
-    if (name == names[i]) return find(static_cast<Tile>(i), DType::bf16, false) != nullptr;
+    if (name == names[i])
+      return find(static_cast<Tile>(i), DType::bf16, kernels::ScoreMod::plain) != nullptr;
   }
   ADD_FAILURE() << "no tile " << name;
   return false;
@@ -554,11 +561,11 @@ TEST(Sm80Plan, EveryHeadDimRoutesToTheTileOfEachPartClass) {
       const std::string prefix = backward ? "backward tile " : "tile ";
       const bool is_built =
           backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile,
-                                               [](sm80::BwdTile t, DType dt, bool mod) {
+                                               [](sm80::BwdTile t, DType dt, kernels::ScoreMod mod) {
                                                  return sm80::find_bwd_kernel(t, dt, mod);
                                                })
                    : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile,
-                                               [](sm80::FwdTile t, DType dt, bool mod) {
+                                               [](sm80::FwdTile t, DType dt, kernels::ScoreMod mod) {
                                                  return sm80::find_fwd_kernel(t, dt, mod);
                                                });
       if (!is_built) {
@@ -620,6 +627,50 @@ TEST(Sm80Plan, SharedMemoryLimitedPartsGetTheirOwnTiles) {
                 .find("  sm80: declined: tile d128 needs 64 KB of shared memory per block; the "
                       "device allows 32 KB\n"),
             std::string::npos);
+}
+
+// Each score-mod kind has its own kernel (the bias kernel carries no softcap code, the softcap
+// kernel no bias code), named for it; a negative scale takes the bias kind. The bias kinds stage
+// the bias tile in shared memory where the tile keeps its part class, so their kernels fit every
+// part the plain one fits.
+TEST(Sm80Plan, EachScoreModKindHasItsKernel) {
+  struct Kind {
+    std::string suffix;
+    bool bias, softcap, negative_scale;
+  };
+  const Kind kinds[] = {{"plain", false, false, false},
+                        {"bias", true, false, false},
+                        {"bias", false, false, true},
+                        {"softcap", false, true, false},
+                        {"softcap_bias", true, true, false}};
+  for (bool backward : {false, true}) {
+    for (const Kind& k : kinds) {
+      const Shape shape{2, 4, 4, 300, 300, 128, 128};
+      Problem p =
+          backward ? Problem::backward(shape, DType::bf16) : Problem::forward(shape, DType::bf16);
+      if (k.bias) p.set_bias(1, 4);
+      if (k.softcap) p.set_softcap(30.0);
+      if (k.negative_scale) p.set_scale(-0.1);
+      for (int arch : {80, 86, 90}) {
+        const Target target = Target::cuda_arch(arch);
+        SCOPED_TRACE(std::string(backward ? "backward " : "forward ") + k.suffix + " sm_" +
+                     std::to_string(arch));
+        EXPECT_EQ(score_mod(p), kernels::score_mod_for(k.softcap, k.bias, !k.negative_scale));
+        auto plan = Plan::build(p, target, PlanOptions{"sm80"});
+        if (!built(p, target)) {
+          ASSERT_FALSE(plan.ok());
+          EXPECT_NE(plan.status().message().find(", bf16, " + k.suffix + ")\n"), std::string::npos)
+              << plan.status().message();
+          continue;
+        }
+        ASSERT_TRUE(plan.ok()) << plan.status().message();
+        const std::string tile = arch == 86 && backward ? "d128q1" : "d128";
+        const std::string kernel = std::string("plan: sm80_") + (backward ? "bwd_" : "fwd_") +
+                                   tile + "_bf16_" + k.suffix + ": tile " + tile + ", ";
+        EXPECT_NE(plan->explain().find(kernel), std::string::npos) << plan->explain();
+      }
+    }
+  }
 }
 
 TEST(Sm80Plan, ArchitecturePlansCannotExecute) {

@@ -25,7 +25,7 @@
 namespace floe::detail::sm80 {
 
 // kServing: the serving instantiation (ragged sides: kernels/serving_rows.h).
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;
   using Element = typename T::Element;
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
 
   const BwdBlock blk{b,     h_kv,    n_block,  n0,           sq_b,
                      skv_b, rows.q0, rows.kv0, rows.kv_rows, rows.kv_slot};
-  if (!qt.empty()) BwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
+  if (!qt.empty()) BwdMainloop<T, kMod, kServing>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
   if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
   if constexpr (kServing) {
     // The slot read again, through an index the compiler cannot see through, rather than kept

@@ -1,5 +1,5 @@
 // sm80 backward: the compiled instantiations, as the planner sees them (no device code here).
-// One entry per (tile, dtype, score-mod flag); each tile's instantiations live in their
+// One entry per (tile, dtype, score-mod kind); each tile's instantiations live in their
 // own translation unit (bwd_<tile>.cu, generated from tile_kernels.cu.in) so the build
 // parallelises. An entry launches the whole backward:
 // preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
@@ -25,28 +25,28 @@ struct BwdGrids {
 using BwdKernel = KernelEntry<BwdParams, BwdGrids>;
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
-const BwdKernel* bwd_kernel_d64(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d128(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d192_128(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d256(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d64_m64(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d128_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d256_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_kernel_d256_m32(DType dtype, bool score_mod);
+const BwdKernel* bwd_kernel_d64(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d128(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d256(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d64_m64(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d128_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d256_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_kernel_d256_m32(DType dtype, kernels::ScoreMod mod);
 
 // The serving instantiations (ragged sides: kernels/serving_rows.h), likewise.
-const BwdKernel* bwd_serving_kernel_d64(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d128(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d192_128(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d256(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d64_m64(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d128_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d192_128_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d256_q1(DType dtype, bool score_mod);
-const BwdKernel* bwd_serving_kernel_d256_m32(DType dtype, bool score_mod);
+const BwdKernel* bwd_serving_kernel_d64(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d128(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d256(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d64_m64(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d128_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d192_128_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d256_q1(DType dtype, kernels::ScoreMod mod);
+const BwdKernel* bwd_serving_kernel_d256_m32(DType dtype, kernels::ScoreMod mod);
 
-inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mod,
+inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, kernels::ScoreMod mod,
                                         bool serving = false) {
   static constexpr TileLookup<BwdKernel> kLookups[kBwdTileCount] = {
       &bwd_kernel_d64,         &bwd_kernel_d128,    &bwd_kernel_d192_128,
@@ -56,7 +56,7 @@ inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool score_mo
       &bwd_serving_kernel_d64,         &bwd_serving_kernel_d128,    &bwd_serving_kernel_d192_128,
       &bwd_serving_kernel_d256,        &bwd_serving_kernel_d64_m64, &bwd_serving_kernel_d128_q1,
       &bwd_serving_kernel_d192_128_q1, &bwd_serving_kernel_d256_q1, &bwd_serving_kernel_d256_m32};
-  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, score_mod);
+  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, mod);
 }
 
 }  // namespace floe::detail::sm80

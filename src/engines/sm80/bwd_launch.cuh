@@ -1,5 +1,5 @@
 // sm80 backward: the host side of one instantiation (shared-memory opt-in, the launches) and the
-// table of a tile's four instantiations. Included only by the generated bwd_<tile>.cu files.
+// table of a tile's instantiations. Included only by the generated bwd_<tile>.cu files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,59 +18,61 @@ namespace floe::detail::sm80 {
 template <class T>
 constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN* T::kDv * 2;
 
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 struct BwdInstanceOf {
+  static constexpr int kSmemBytes = T::kSmemBytes;
+
   static cudaError_t prepare() {
-    cudaError_t err =
-        cudaFuncSetAttribute(bwd_kernel<T, kScoreMod, kServing>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-    if (err == cudaSuccess && kScoreMod) {
-      err = cudaFuncSetAttribute(bwd_dbias_kernel<T, kServing>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kDbiasSmemBytes<T>);
+    cudaError_t err = cudaFuncSetAttribute(
+        bwd_kernel<T, kMod, kServing>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+    if constexpr (kernels::has_bias_code(kMod)) {
+      if (err == cudaSuccess) {
+        err = cudaFuncSetAttribute(bwd_dbias_kernel<T, kMod, kServing>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, kDbiasSmemBytes<T>);
+      }
     }
     return err;
   }
 
   static cudaError_t launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
     bwd_preprocess_kernel<T, kServing><<<grids.query_tiles, 256, 0, stream>>>(params);
-    if constexpr (kScoreMod) {  // a bias gradient implies a bias: the score-mod kernels
+    if constexpr (kernels::has_bias_code(kMod)) {  // a bias gradient implies a bias
       if (params.dbias_sum != nullptr) {
-        bwd_dbias_kernel<T, kServing>
+        bwd_dbias_kernel<T, kMod, kServing>
             <<<grids.bias_tiles, T::kThreads, kDbiasSmemBytes<T>, stream>>>(params);
       }
     }
-    bwd_kernel<T, kScoreMod, kServing>
-        <<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
+    bwd_kernel<T, kMod, kServing><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
     bwd_dq_epilogue_kernel<T, kServing><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
     if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);
     return cudaGetLastError();
   }
 };
 
-template <class T, bool kScoreMod>
-using BwdInstance = BwdInstanceOf<T, kScoreMod, false>;
-template <class T, bool kScoreMod>
-using BwdServingInstance = BwdInstanceOf<T, kScoreMod, true>;
+template <class T, kernels::ScoreMod kMod>
+using BwdInstance = BwdInstanceOf<T, kMod, false>;
+template <class T, kernels::ScoreMod kMod>
+using BwdServingInstance = BwdInstanceOf<T, kMod, true>;
 
-// The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
+// The instantiations of a tile: {f16, bf16} x the score-mod kinds.
 template <BwdTile kTile>
-const BwdKernel* bwd_tile_kernel(DType dtype, bool score_mod) {
-  static const TileKernels<BwdKernel> kernels =
-      make_tile_kernels<BwdKernel, BwdInstance, BwdTraits<kTile, cute::half_t>,
-                        BwdTraits<kTile, cute::bfloat16_t>>(
-          kBwdKernelNames[static_cast<int>(kTile)]);
-  return kernels.get(dtype, score_mod);
+const BwdKernel* bwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
+  static const TileKernels<BwdKernel> kernels(
+      kBwdKernelBases[static_cast<int>(kTile)], InstanceTag<BwdInstance>{},
+      static_cast<BwdTraits<kTile, cute::half_t>*>(nullptr),
+      static_cast<BwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
+  return kernels.get(dtype, mod);
 }
 
-// The same four as serving instantiations (ragged sides), in their own translation unit
+// The same as serving instantiations (ragged sides), in their own translation unit
 // (bwd_serving_<tile>.cu).
 template <BwdTile kTile>
-const BwdKernel* bwd_serving_tile_kernel(DType dtype, bool score_mod) {
-  static const TileKernels<BwdKernel> kernels =
-      make_tile_kernels<BwdKernel, BwdServingInstance, BwdTraits<kTile, cute::half_t>,
-                        BwdTraits<kTile, cute::bfloat16_t>>(
-          kBwdServingKernelNames[static_cast<int>(kTile)]);
-  return kernels.get(dtype, score_mod);
+const BwdKernel* bwd_serving_tile_kernel(DType dtype, kernels::ScoreMod mod) {
+  static const TileKernels<BwdKernel> kernels(
+      kBwdServingKernelBases[static_cast<int>(kTile)], InstanceTag<BwdServingInstance>{},
+      static_cast<BwdTraits<kTile, cute::half_t>*>(nullptr),
+      static_cast<BwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
+  return kernels.get(dtype, mod);
 }
 
 }  // namespace floe::detail::sm80

@@ -13,7 +13,10 @@
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
 #include "kernels/band_tiles.cuh"
+#include "kernels/constants.h"
 #include "kernels/math.cuh"
+#include "kernels/score_mod_kind.h"
+#include "kernels/sm80/bias_tile.cuh"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
 
@@ -31,11 +34,15 @@ __device__ __forceinline__ void release_add(int32_t* p, int v) {
 }
 
 // kServing: Q, dO, K and V rows start at the batch's slot (blk.q0, blk.kv0).
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 struct BwdMainloop {
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kBlockN = T::kBlockN;
+  // The bias tile staged in dS's buffer (bias kinds), dBias written from dS's tile (bias kind:
+  // no softcap factor between them), where the tile's shape allows (T::kStageBias).
+  static constexpr bool kStagedBias = kernels::has_bias_code(kMod) && T::kStageBias;
+  static constexpr bool kStagedDbias = kMod == kernels::ScoreMod::bias && T::kStageBias;
 
   template <class AccDK, class AccDV>
   __device__ __forceinline__ static void run(const BwdParams& p, char* smem, int tid,
@@ -156,7 +163,31 @@ struct BwdMainloop {
     // (row, col) within the tile of each S / dP element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
-    const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
+    const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
+
+    // The staged bias (the bias kinds, a bias whose layout allows 16-byte loads): loaded into
+    // dS's buffer at the start of each visit and read back in the S fragment's layout through
+    // the partition that later stores dS, so that each thread reads exactly the elements it
+    // overwrites with dS (no barrier between the two).
+    [[maybe_unused]] bool bias_smem = false;
+    if constexpr (kStagedBias) bias_smem = p.bias_vec && p.bias != nullptr;
+    [[maybe_unused]] auto bias_bh_of = [&](int head) __attribute__((always_inline)) {
+      return static_cast<const Element*>(p.bias) + b * p.bias_strides.b + head * p.bias_strides.h;
+    };
+    [[maybe_unused]] auto staged_bias = [&](auto& acc) __attribute__((always_inline)) {
+      if constexpr (kStagedBias) {
+        if (bias_smem) {
+          cp_async_wait<T::kQStages == 2 ? 1 : 0>();  // this thread's bias chunks ...
+          __syncthreads();                            // ... and everyone's
+          Tensor rb = make_tensor<Element>(acc.layout());
+          copy(ps_copy, tPsdS, ps_thr.retile_S(rb));
+          CUTE_UNROLL
+          for (int i = 0; i < size(acc); ++i) acc(i) += static_cast<float>(rb(i)) * kernels::kLog2e;
+          return true;
+        }
+      }
+      return false;
+    };
 
     // This visit's (query head, query tile) and the next one's, counted rather than divided out
     // of the visit index.
@@ -177,6 +208,17 @@ struct BwdMainloop {
 
       cp_async_wait<0>();  // this visit's Q and dO (and K, V) have landed ...
       __syncthreads();     // ... everyone's; and every warp is done with the previous visit
+      // The bias tile of this visit, staged in dS's buffer (free until dS is written): issued
+      // first, waited for where the scores need it, under the S (and dP) products.
+      if constexpr (kStagedBias) {
+        if (bias_smem) {
+          auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
+          kernels::cp_async_rows_partial(
+              gthr, bias_bh_of(h) + static_cast<int64_t>(m0) * p.bias_strides.s + n0,
+              static_cast<int>(p.bias_strides.s), sdS, p.s_q - m0, p.s_kv - n0);
+          cp_async_fence();
+        }
+      }
       int next_h, next_m;
       next(next_h, next_m);
       if constexpr (T::kQStages == 2) {
@@ -196,7 +238,8 @@ struct BwdMainloop {
       Tensor dtanh = make_tensor<float>(acc_s.layout());
       auto s = kernels::acc_row_col(acc_s);
       auto store_p = [&]() __attribute__((always_inline)) {
-        backward_scores<T, kScoreMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.sq_b, blk.skv_b);
+        backward_scores<T, kMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.sq_b, blk.skv_b,
+                                 staged_bias);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           CUTE_UNROLL
@@ -221,7 +264,11 @@ struct BwdMainloop {
           dp(r, c) = s(r, c) * (dp(r, c) - delta[r]);  // dS, natural units
         }
       }
-      if (p.dbias != nullptr) {
+      // The bias kind's dBias leaves from dS's shared-memory tile below, where its layout allows
+      // 16-byte stores (dbias_vec); else (and in the other kinds) element by element from here.
+      bool dbias_here = p.dbias != nullptr;
+      if constexpr (kStagedDbias) dbias_here = dbias_here && !p.dbias_vec;
+      if (dbias_here) {
         Element* dbias_bh =
             static_cast<Element*>(p.dbias) + b * p.dbias_strides.b + h * p.dbias_strides.h;
         auto c = kernels::acc_row_col(tScS);
@@ -237,17 +284,27 @@ struct BwdMainloop {
           }
         }
       }
-      if constexpr (kScoreMod) {
-        if (p.score.has_softcap) {
-          CUTE_UNROLL
-          for (int i = 0; i < size(acc_dp); ++i) acc_dp(i) *= dtanh(i);
-        }
+      if constexpr (kernels::has_softcap_code(kMod)) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_dp); ++i) acc_dp(i) *= dtanh(i);
       }
 
       // dS to shared memory, for the transposed reads.
       Tensor rdS = kernels::convert_fragment<Element>(acc_dp);
       copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
       __syncthreads();
+      if constexpr (kStagedDbias) {
+        // Without a softcap factor dS is dBias, rounded the same way: out of shared memory with
+        // 16-byte stores instead of scattered 2-byte ones.
+        if (p.dbias_vec) {
+          typename T::GmemStore gmem_store;
+          kernels::store_rows_partial(gmem_store.get_thread_slice(kernels::opaque(tid)), sdS,
+                                      static_cast<Element*>(p.dbias) + b * p.dbias_strides.b +
+                                          h * p.dbias_strides.h +
+                                          static_cast<int64_t>(m0) * p.dbias_strides.s + n0,
+                                      static_cast<int>(p.dbias_strides.s), p.s_q - m0, p.s_kv - n0);
+        }
+      }
 
       // dV += P^T dO.
       kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, buf),

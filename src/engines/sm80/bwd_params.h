@@ -70,6 +70,13 @@ struct BwdParams {
   // Ragged sides (DESIGN 2.1), read only by the serving instantiations (kServing); last, so that
   // the dense kernels' parameter offsets stay as they were.
   kernels::ServingRows serve;
+
+  // The bias is read with 16-byte loads (its tile staged in shared memory): its strides allow
+  // it (plan time) and its pointer is 16-byte aligned (set per launch).
+  bool bias_vec = false;
+  // dBias (per batch and head, written by the main kernel) is written with 16-byte stores: the
+  // same rules for dbias.
+  bool dbias_vec = false;
 };
 
 // What one main-kernel CTA owns: a key tile of one kv head of one batch, with the batch's actual

@@ -89,6 +89,8 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
   if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
+  p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
+  p.dbias_vec = bias_strides_allow_vec(f, shape.block_m, TensorId::dbias);
   return p;
 }
 
@@ -137,6 +139,8 @@ class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
+    p.bias_vec = p.bias_vec && bias_pointer_allows_vec(p.bias);
+    p.dbias_vec = p.dbias_vec && bias_pointer_allows_vec(p.dbias);
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grids_, stream));
   }
 

@@ -12,6 +12,7 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
+#include "kernels/score_mod_kind.h"
 #include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
@@ -30,22 +31,34 @@ __device__ __forceinline__ void load_row_stats(const BwdParams& p, int64_t row_b
   }
 }
 
+// Adds no staged bias: the bias is read from global memory (kernels/score_mod.cuh: add_bias).
+struct NoStagedBias {
+  template <class AccS>
+  __device__ __forceinline__ bool operator()(AccS&) const {
+    return false;
+  }
+};
+
 // acc_s: raw q.k of the tile whose first query is m0 and first key n0, of query head h of
-// batch b. The plain kernel (kScoreMod false) leaves raw q.k and folds the scale into the
-// exponent; dtanh is written only with a softcap.
-template <class T, bool kScoreMod, class AccS, class DTanh, class Coord>
+// batch b. The plain kernel (kMod plain) leaves raw q.k and folds the scale into the exponent;
+// dtanh is written only by the softcap kinds. staged_bias(acc_s) adds the bias from a tile staged
+// in shared memory and returns true, or returns false (then it is read from global memory).
+template <class T, kernels::ScoreMod kMod, class AccS, class DTanh, class Coord,
+          class StagedBias = NoStagedBias>
 __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord const& tScS,
                                                 const BwdParams& p, int b, int h, int m0, int n0,
-                                                const kernels::QueryTiles& qt, int sq_b,
-                                                int skv_b) {
+                                                const kernels::QueryTiles& qt, int sq_b, int skv_b,
+                                                StagedBias&& staged_bias = {}) {
   using Element = typename T::Element;
-  if constexpr (kScoreMod) {
-    if (p.score.has_softcap) {
+  if constexpr (kMod != kernels::ScoreMod::plain) {
+    if constexpr (kernels::has_softcap_code(kMod)) {
       kernels::softcap_scores(acc_s, dtanh, p.score);
     } else {
-      kernels::scale_scores(acc_s, p.score);
+      kernels::scale_scores_of<kMod>(acc_s, p.score);
     }
-    if (p.bias != nullptr) {
+  }
+  if constexpr (kernels::has_bias_code(kMod)) {
+    if (!staged_bias(acc_s) && p.bias != nullptr) {
       const Element* bias_bh =
           static_cast<const Element*>(p.bias) + b * p.bias_strides.b + h * p.bias_strides.h;
       kernels::add_bias(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), bias_bh,
@@ -72,10 +85,10 @@ __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord
       }
     }
   }
-  if constexpr (kScoreMod) {
+  if constexpr (kernels::has_softcap_code(kMod)) {
     // A masked score's q.k can be NaN (an infinite q or k against a zero-filled row): its d tanh
     // must not reach dS, where it would meet P = 0 as 0 * NaN.
-    if (p.score.has_softcap && (mask_keys || mask_rows)) {
+    if (mask_keys || mask_rows) {
       CUTE_UNROLL
       for (int i = 0; i < cute::size(acc_s); ++i) {
         if (acc_s(i) == -INFINITY) dtanh(i) = 0.f;

@@ -74,48 +74,18 @@ inline constexpr const char* bwd_tile_name(BwdTile t) {
   return kBwdTileNames[static_cast<int>(t)];
 }
 
-// The instantiations' names in messages, "sm80_bwd_<tile>_<dtype>_<plain|scoremod>", by
-// [tile][{f16, bf16} x {plain, score-mod}].
-inline constexpr const char* kBwdKernelNames[kBwdTileCount][4] = {
-    {"sm80_bwd_d64_f16_plain", "sm80_bwd_d64_f16_scoremod", "sm80_bwd_d64_bf16_plain",
-     "sm80_bwd_d64_bf16_scoremod"},
-    {"sm80_bwd_d128_f16_plain", "sm80_bwd_d128_f16_scoremod", "sm80_bwd_d128_bf16_plain",
-     "sm80_bwd_d128_bf16_scoremod"},
-    {"sm80_bwd_d192x128_f16_plain", "sm80_bwd_d192x128_f16_scoremod",
-     "sm80_bwd_d192x128_bf16_plain", "sm80_bwd_d192x128_bf16_scoremod"},
-    {"sm80_bwd_d256_f16_plain", "sm80_bwd_d256_f16_scoremod", "sm80_bwd_d256_bf16_plain",
-     "sm80_bwd_d256_bf16_scoremod"},
-    {"sm80_bwd_d64m64_f16_plain", "sm80_bwd_d64m64_f16_scoremod", "sm80_bwd_d64m64_bf16_plain",
-     "sm80_bwd_d64m64_bf16_scoremod"},
-    {"sm80_bwd_d128q1_f16_plain", "sm80_bwd_d128q1_f16_scoremod", "sm80_bwd_d128q1_bf16_plain",
-     "sm80_bwd_d128q1_bf16_scoremod"},
-    {"sm80_bwd_d192x128q1_f16_plain", "sm80_bwd_d192x128q1_f16_scoremod",
-     "sm80_bwd_d192x128q1_bf16_plain", "sm80_bwd_d192x128q1_bf16_scoremod"},
-    {"sm80_bwd_d256q1_f16_plain", "sm80_bwd_d256q1_f16_scoremod", "sm80_bwd_d256q1_bf16_plain",
-     "sm80_bwd_d256q1_bf16_scoremod"},
-    {"sm80_bwd_d256m32_f16_plain", "sm80_bwd_d256m32_f16_scoremod", "sm80_bwd_d256m32_bf16_plain",
-     "sm80_bwd_d256m32_bf16_scoremod"}};
+// The instantiations' names in messages are "<base>_<dtype>_<score-mod kind>"
+// (kernel_table.h), e.g. sm80_bwd_d128_bf16_bias; the base by tile:
+inline constexpr const char* kBwdKernelBases[kBwdTileCount] = {
+    "sm80_bwd_d64",        "sm80_bwd_d128",   "sm80_bwd_d192x128",
+    "sm80_bwd_d256",       "sm80_bwd_d64m64", "sm80_bwd_d128q1",
+    "sm80_bwd_d192x128q1", "sm80_bwd_d256q1", "sm80_bwd_d256m32"};
 
 // The serving instantiations' names (ragged sides), likewise.
-inline constexpr const char* kBwdServingKernelNames[kBwdTileCount][4] = {
-    {"sm80_bwd_serving_d64_f16_plain", "sm80_bwd_serving_d64_f16_scoremod",
-     "sm80_bwd_serving_d64_bf16_plain", "sm80_bwd_serving_d64_bf16_scoremod"},
-    {"sm80_bwd_serving_d128_f16_plain", "sm80_bwd_serving_d128_f16_scoremod",
-     "sm80_bwd_serving_d128_bf16_plain", "sm80_bwd_serving_d128_bf16_scoremod"},
-    {"sm80_bwd_serving_d192x128_f16_plain", "sm80_bwd_serving_d192x128_f16_scoremod",
-     "sm80_bwd_serving_d192x128_bf16_plain", "sm80_bwd_serving_d192x128_bf16_scoremod"},
-    {"sm80_bwd_serving_d256_f16_plain", "sm80_bwd_serving_d256_f16_scoremod",
-     "sm80_bwd_serving_d256_bf16_plain", "sm80_bwd_serving_d256_bf16_scoremod"},
-    {"sm80_bwd_serving_d64m64_f16_plain", "sm80_bwd_serving_d64m64_f16_scoremod",
-     "sm80_bwd_serving_d64m64_bf16_plain", "sm80_bwd_serving_d64m64_bf16_scoremod"},
-    {"sm80_bwd_serving_d128q1_f16_plain", "sm80_bwd_serving_d128q1_f16_scoremod",
-     "sm80_bwd_serving_d128q1_bf16_plain", "sm80_bwd_serving_d128q1_bf16_scoremod"},
-    {"sm80_bwd_serving_d192x128q1_f16_plain", "sm80_bwd_serving_d192x128q1_f16_scoremod",
-     "sm80_bwd_serving_d192x128q1_bf16_plain", "sm80_bwd_serving_d192x128q1_bf16_scoremod"},
-    {"sm80_bwd_serving_d256q1_f16_plain", "sm80_bwd_serving_d256q1_f16_scoremod",
-     "sm80_bwd_serving_d256q1_bf16_plain", "sm80_bwd_serving_d256q1_bf16_scoremod"},
-    {"sm80_bwd_serving_d256m32_f16_plain", "sm80_bwd_serving_d256m32_f16_scoremod",
-     "sm80_bwd_serving_d256m32_bf16_plain", "sm80_bwd_serving_d256m32_bf16_scoremod"}};
+inline constexpr const char* kBwdServingKernelBases[kBwdTileCount] = {
+    "sm80_bwd_serving_d64",        "sm80_bwd_serving_d128",   "sm80_bwd_serving_d192x128",
+    "sm80_bwd_serving_d256",       "sm80_bwd_serving_d64m64", "sm80_bwd_serving_d128q1",
+    "sm80_bwd_serving_d192x128q1", "sm80_bwd_serving_d256q1", "sm80_bwd_serving_d256m32"};
 
 // The tiles of each head-dim class, preferred first.
 inline constexpr BwdTile kBwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {

@@ -104,6 +104,14 @@ struct BwdTraitsT {
   static constexpr BwdTileShape kShape{kDqk,       kDv,        kBlockM,   kBlockN, kWarps,
                                        kAtomMSdP_, kAtomNdKV_, kAtomMdQ_, kQStages};
   static_assert(kSmemBytes == kShape.smem_bytes(), "bwd_tiles.h and the traits disagree");
+
+  // The bias kinds stage a visit's bias tile in dS's buffer with the 16-byte tile copies (rows of
+  // whole 64-element copy tiles) and write dBias from it, where a thread holds at most 32 scores
+  // (the staged values are read into registers beside them: d64's 64 a thread spilled 100 bytes
+  // in its bias kernel; ptxas, sm_90a). d64 and d256m32's 32-key rows read the bias from global
+  // memory and write dBias element by element.
+  static constexpr bool kStageBias =
+      kBlockN % 64 == 0 && kBlockM % (kThreads / 8) == 0 && kBlockM * kBlockN <= 32 * kThreads;
 };
 
 template <BwdTile kTile, class Element>

@@ -19,7 +19,7 @@ namespace floe::detail::sm80 {
 
 // kServing: the serving instantiation (ragged sides, paged K/V: kernels/serving_rows.h); the
 // dense one reads the lengths alone and compiles none of it.
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   using namespace cute;
@@ -60,11 +60,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   softmax.init();
   // The plain kernel keeps raw q.k and folds scale * log2(e) into the exponent; the score-mod
   // kernel has already turned its scores into log2 units.
-  const float scale_log2 = kScoreMod ? 1.f : p.score.scale_log2;
+  const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
 
   if (!kt.empty()) {
-    FwdMainloop<T, kScoreMod, kServing>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax,
-                                             scale_log2, rows);
+    FwdMainloop<T, kMod, kServing>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax,
+                                        scale_log2, rows);
   }
   if constexpr (kServing) {
     // The slot read again, through an index the compiler cannot see through, rather than kept

@@ -1,5 +1,5 @@
 // sm80 forward: the compiled kernel instantiations, as the planner sees them (no CUDA device
-// code here). One entry per (tile, dtype, score-mod flag); each tile's instantiations
+// code here). One entry per (tile, dtype, score-mod kind); each tile's instantiations
 // live in their own translation unit (fwd_<tile>.cu, generated from tile_kernels.cu.in) so the
 // build parallelises.
 #pragma once
@@ -17,20 +17,20 @@ namespace floe::detail::sm80 {
 using FwdKernel = KernelEntry<FwdParams, unsigned>;
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
-const FwdKernel* fwd_kernel_d64(DType dtype, bool score_mod);
-const FwdKernel* fwd_kernel_d128(DType dtype, bool score_mod);
-const FwdKernel* fwd_kernel_d192_128(DType dtype, bool score_mod);
-const FwdKernel* fwd_kernel_d256(DType dtype, bool score_mod);
-const FwdKernel* fwd_kernel_d256_m64(DType dtype, bool score_mod);
+const FwdKernel* fwd_kernel_d64(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_kernel_d128(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_kernel_d256(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_kernel_d256_m64(DType dtype, kernels::ScoreMod mod);
 
 // The serving instantiations (ragged sides, paged K/V: kernels/serving_rows.h), likewise.
-const FwdKernel* fwd_serving_kernel_d64(DType dtype, bool score_mod);
-const FwdKernel* fwd_serving_kernel_d128(DType dtype, bool score_mod);
-const FwdKernel* fwd_serving_kernel_d192_128(DType dtype, bool score_mod);
-const FwdKernel* fwd_serving_kernel_d256(DType dtype, bool score_mod);
-const FwdKernel* fwd_serving_kernel_d256_m64(DType dtype, bool score_mod);
+const FwdKernel* fwd_serving_kernel_d64(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_serving_kernel_d128(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_serving_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_serving_kernel_d256(DType dtype, kernels::ScoreMod mod);
+const FwdKernel* fwd_serving_kernel_d256_m64(DType dtype, kernels::ScoreMod mod);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod,
+inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, kernels::ScoreMod mod,
                                         bool serving = false) {
   static constexpr TileLookup<FwdKernel> kLookups[kFwdTileCount] = {
       &fwd_kernel_d64, &fwd_kernel_d128, &fwd_kernel_d192_128, &fwd_kernel_d256,
@@ -38,7 +38,7 @@ inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mo
   static constexpr TileLookup<FwdKernel> kServingLookups[kFwdTileCount] = {
       &fwd_serving_kernel_d64, &fwd_serving_kernel_d128, &fwd_serving_kernel_d192_128,
       &fwd_serving_kernel_d256, &fwd_serving_kernel_d256_m64};
-  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, score_mod);
+  return find_kernel(serving ? kServingLookups : kLookups, tile, dtype, mod);
 }
 
 }  // namespace floe::detail::sm80

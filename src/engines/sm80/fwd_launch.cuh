@@ -1,5 +1,5 @@
 // sm80 forward: the host side of one instantiation (shared-memory opt-in, launch) and the table
-// of a tile's four instantiations. Included only by the generated fwd_<tile>.cu files.
+// of a tile's instantiations. Included only by the generated fwd_<tile>.cu files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,44 +10,46 @@
 
 namespace floe::detail::sm80 {
 
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 struct FwdInstanceOf {
+  static constexpr int kSmemBytes = FwdMainloop<T, kMod, kServing>::kSmemBytes;
+
   static cudaError_t prepare() {
-    if (T::kSmemBytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(fwd_kernel<T, kScoreMod, kServing>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+    if (kSmemBytes <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(fwd_kernel<T, kMod, kServing>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   }
 
   static cudaError_t launch(const FwdParams& params, const unsigned& grid, cudaStream_t stream) {
-    fwd_kernel<T, kScoreMod, kServing><<<grid, T::kThreads, T::kSmemBytes, stream>>>(params);
+    fwd_kernel<T, kMod, kServing><<<grid, T::kThreads, kSmemBytes, stream>>>(params);
     return cudaGetLastError();
   }
 };
 
-template <class T, bool kScoreMod>
-using FwdInstance = FwdInstanceOf<T, kScoreMod, false>;
-template <class T, bool kScoreMod>
-using FwdServingInstance = FwdInstanceOf<T, kScoreMod, true>;
+template <class T, kernels::ScoreMod kMod>
+using FwdInstance = FwdInstanceOf<T, kMod, false>;
+template <class T, kernels::ScoreMod kMod>
+using FwdServingInstance = FwdInstanceOf<T, kMod, true>;
 
-// The four instantiations of a tile: {f16, bf16} x {plain, score-mod}.
+// The instantiations of a tile: {f16, bf16} x the score-mod kinds.
 template <FwdTile kTile>
-const FwdKernel* fwd_tile_kernel(DType dtype, bool score_mod) {
-  static const TileKernels<FwdKernel> kernels =
-      make_tile_kernels<FwdKernel, FwdInstance, FwdTraits<kTile, cute::half_t>,
-                        FwdTraits<kTile, cute::bfloat16_t>>(
-          kFwdKernelNames[static_cast<int>(kTile)]);
-  return kernels.get(dtype, score_mod);
+const FwdKernel* fwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
+  static const TileKernels<FwdKernel> kernels(
+      kFwdKernelBases[static_cast<int>(kTile)], InstanceTag<FwdInstance>{},
+      static_cast<FwdTraits<kTile, cute::half_t>*>(nullptr),
+      static_cast<FwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
+  return kernels.get(dtype, mod);
 }
 
-// The same four as serving instantiations (ragged sides, paged K/V), in their own translation
-// unit (fwd_serving_<tile>.cu).
+// The same as serving instantiations (ragged sides, paged K/V), in their own translation unit
+// (fwd_serving_<tile>.cu).
 template <FwdTile kTile>
-const FwdKernel* fwd_serving_tile_kernel(DType dtype, bool score_mod) {
-  static const TileKernels<FwdKernel> kernels =
-      make_tile_kernels<FwdKernel, FwdServingInstance, FwdTraits<kTile, cute::half_t>,
-                        FwdTraits<kTile, cute::bfloat16_t>>(
-          kFwdServingKernelNames[static_cast<int>(kTile)]);
-  return kernels.get(dtype, score_mod);
+const FwdKernel* fwd_serving_tile_kernel(DType dtype, kernels::ScoreMod mod) {
+  static const TileKernels<FwdKernel> kernels(
+      kFwdServingKernelBases[static_cast<int>(kTile)], InstanceTag<FwdServingInstance>{},
+      static_cast<FwdTraits<kTile, cute::half_t>*>(nullptr),
+      static_cast<FwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
+  return kernels.get(dtype, mod);
 }
 
 }  // namespace floe::detail::sm80

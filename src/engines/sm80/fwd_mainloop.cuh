@@ -20,6 +20,7 @@
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
 #include "kernels/serving_rows.h"
+#include "kernels/score_mod_kind.h"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
@@ -28,12 +29,16 @@ namespace floe::detail::sm80 {
 
 // kServing: rows start at the batch's slot (rows.q0, rows.kv0) and paged K/V rows come from the
 // block table (kernels/serving_rows.h); the dense instantiation has q0 = kv0 = 0 and no pages.
-template <class T, bool kScoreMod, bool kServing>
+template <class T, kernels::ScoreMod kMod, bool kServing>
 struct FwdMainloop {
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kBlockN = T::kBlockN;
   static constexpr int kStages = T::kStages;
+  // The bias tile goes through shared memory (after V, one buffer per K stage) in the bias kinds
+  // of the tiles that have room for it (T::kStageBias).
+  static constexpr bool kStagedBias = kernels::has_bias_code(kMod) && T::kStageBias;
+  static constexpr int kSmemBytes = T::kSmemBytes + (kStagedBias ? T::kSmemBiasBytes : 0);
 
   template <class AccO, class Softmax>
   __device__ __forceinline__ static void run(const FwdParams& p, char* smem, int tid,
@@ -74,6 +79,21 @@ struct FwdMainloop {
     const int k_row = static_cast<int>(p.k_strides.s);
     const int v_row = static_cast<int>(p.v_strides.s);
 
+    const Element* bias_bh = nullptr;
+    if constexpr (kernels::has_bias_code(kMod)) {
+      if (p.bias != nullptr) {
+        bias_bh = static_cast<const Element*>(p.bias) + tile.b * p.bias_strides.b +
+                  tile.h * p.bias_strides.h;
+      }
+    }
+    // The bias tile of key tile n: staged with K_n, in K's stage (bias_tile.cuh).
+    [[maybe_unused]] bool bias_smem = false;
+    [[maybe_unused]] Element* const s_bias = reinterpret_cast<Element*>(smem + T::kSmemBytes);
+    if constexpr (kStagedBias) bias_smem = p.bias_vec && bias_bh != nullptr;
+    auto bias_stage = [&](int stage) __attribute__((always_inline)) {
+      return s_bias + stage * (T::kSmemBiasBytes / kStages / 2);
+    };
+
     // Global -> shared: cp.async, 16 bytes a thread, zero-filled past the actual rows and head
     // dims. The per-thread chunk offsets are recomputed for every tile from an opaque copy of the
     // thread index: a few integer instructions, where hoisting them out of the loop would pin a
@@ -102,15 +122,22 @@ struct FwdMainloop {
       }
     };
     auto load_k = [&](int n, int stage) __attribute__((always_inline)) {
-      if constexpr (kServing) {
-        if (p.serve.paged_kv) {
-          load_paged(k_bh, p.serve.k_page_stride, k_row, n, sK(_, _, stage), p.d_qk);
-          return;
+      if (kServing && p.serve.paged_kv) {
+        load_paged(k_bh, p.serve.k_page_stride, k_row, n, sK(_, _, stage), p.d_qk);
+      } else {
+        auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
+        const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_strides.s;
+        kernels::cp_async_rows(gthr, base, k_row, sK(_, _, stage), skv_b - n * kBlockN, p.d_qk);
+      }
+      // The bias tile of key tile n rides with K_n (whatever K's addressing).
+      if constexpr (kStagedBias) {
+        if (bias_smem) {
+          T::BiasTile::load(bias_stage(stage),
+                            bias_bh + m0 * p.bias_strides.s + static_cast<int64_t>(n) * kBlockN,
+                            static_cast<int>(p.bias_strides.s), p.s_q - m0, p.s_kv - n * kBlockN,
+                            kernels::opaque(tid));
         }
       }
-      auto gthr = gmem_load.get_thread_slice(kernels::opaque(tid));
-      const Element* base = k_bh + static_cast<int64_t>(n) * kBlockN * p.k_strides.s;
-      kernels::cp_async_rows(gthr, base, k_row, sK(_, _, stage), skv_b - n * kBlockN, p.d_qk);
     };
     auto load_v = [&](int n, int stage) __attribute__((always_inline)) {
       if constexpr (kServing) {
@@ -150,11 +177,6 @@ struct FwdMainloop {
 
     // (row, col) within the tile of each score this thread holds.
     Tensor tScS = thr_mma.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
-
-    const Element* bias_bh = p.bias == nullptr
-                                 ? nullptr
-                                 : static_cast<const Element*>(p.bias) + tile.b * p.bias_strides.b +
-                                       tile.h * p.bias_strides.h;
 
     // Visiting order: the masked tiles first (the high end of the band, e.g. the causal diagonal,
     // then its low end), then the fully visible ones, each group last tile first. Two loops, one
@@ -204,18 +226,26 @@ struct FwdMainloop {
       kernels::gemm_smem_smem(mma, acc_s, tSrQ, tSrK, tSsQ, tSsK(_, _, _, stage), tSrQ_view,
                               tSrK_view, q_copy, k_copy);
 
+      // The score mods: log2 units (scale or softcap), then the bias. Before V's wait: the
+      // staged bias shares K_t's stage, which the barrier below hands to K_{t+S}.
+      if constexpr (kMod != kernels::ScoreMod::plain) {
+        kernels::scale_scores_of<kMod>(acc_s, p.score);
+        if constexpr (kernels::has_bias_code(kMod)) {
+          if (bias_smem) {
+            T::BiasTile::add(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS),
+                             bias_stage(stage));
+          } else if (bias_bh != nullptr) {
+            kernels::add_bias(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), bias_bh,
+                              p.bias_strides.s, m0, n * kBlockN, p.s_q, p.s_kv);
+          }
+        }
+      }
+
       cp_async_wait<2 * (kStages - 1)>();  // V_t has landed ...
       __syncthreads();                     // ... everyone's; and every warp is done reading K_t
       if (t + kStages < n_tiles) load_k(tile_at(t + kStages), stage);
       cp_async_fence();
 
-      if constexpr (kScoreMod) {  // log2 units, then the bias
-        kernels::scale_scores(acc_s, p.score);
-        if (bias_bh != nullptr) {
-          kernels::add_bias(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), bias_bh,
-                            p.bias_strides.s, m0, n * kBlockN, p.s_q, p.s_kv);
-        }
-      }
       if constexpr (kMask != kernels::kNoMask) {
         kernels::mask_scores<kMask>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), m0,
                                     n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);

@@ -47,6 +47,10 @@ struct FwdParams {
   // over every head and batch (query tile slowest, highest first), so that the long sequences'
   // heavy tiles start in the first wave whatever batch they are in; else QueryTileScheduler's.
   kernels::PersistentTileScheduler::Params serve_tiles;
+
+  // The bias is read with 16-byte loads (its tile staged in shared memory): its strides allow
+  // it (plan time) and its pointer is 16-byte aligned (set per launch).
+  bool bias_vec = false;
 };
 
 }  // namespace floe::detail::sm80

@@ -64,6 +64,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
         (f.s_q + shape.block_m - 1) / shape.block_m, f.h_q, f.b,
         f.mask.right.has_value() && !f.mask.left.has_value(), /*lpt=*/true);
   }
+  p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
   return p;
 }
 
@@ -78,6 +79,7 @@ class Sm80ForwardPlan final : public TensorCoreLaunchPlan {
     set_shared_pointers(facts, args, p);
     if (facts.has(TensorId::stats)) p.stats = static_cast<float*>(args.get(TensorId::stats));
     if (facts.serving()) set_serving_pointers(facts, args, p.serve);
+    p.bias_vec = p.bias_vec && bias_pointer_allows_vec(p.bias);
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grid_, stream));
   }
 

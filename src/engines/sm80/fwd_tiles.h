@@ -53,32 +53,15 @@ inline constexpr const char* fwd_tile_name(FwdTile t) {
   return kFwdTileNames[static_cast<int>(t)];
 }
 
-// The instantiations' names in messages, "sm80_fwd_<tile>_<dtype>_<plain|scoremod>", by
-// [tile][{f16, bf16} x {plain, score-mod}].
-inline constexpr const char* kFwdKernelNames[kFwdTileCount][4] = {
-    {"sm80_fwd_d64_f16_plain", "sm80_fwd_d64_f16_scoremod", "sm80_fwd_d64_bf16_plain",
-     "sm80_fwd_d64_bf16_scoremod"},
-    {"sm80_fwd_d128_f16_plain", "sm80_fwd_d128_f16_scoremod", "sm80_fwd_d128_bf16_plain",
-     "sm80_fwd_d128_bf16_scoremod"},
-    {"sm80_fwd_d192x128_f16_plain", "sm80_fwd_d192x128_f16_scoremod",
-     "sm80_fwd_d192x128_bf16_plain", "sm80_fwd_d192x128_bf16_scoremod"},
-    {"sm80_fwd_d256_f16_plain", "sm80_fwd_d256_f16_scoremod", "sm80_fwd_d256_bf16_plain",
-     "sm80_fwd_d256_bf16_scoremod"},
-    {"sm80_fwd_d256m64_f16_plain", "sm80_fwd_d256m64_f16_scoremod", "sm80_fwd_d256m64_bf16_plain",
-     "sm80_fwd_d256m64_bf16_scoremod"}};
+// The instantiations' names in messages are "<base>_<dtype>_<score-mod kind>"
+// (kernel_table.h), e.g. sm80_fwd_d128_bf16_bias; the base by tile:
+inline constexpr const char* kFwdKernelBases[kFwdTileCount] = {
+    "sm80_fwd_d64", "sm80_fwd_d128", "sm80_fwd_d192x128", "sm80_fwd_d256", "sm80_fwd_d256m64"};
 
 // The serving instantiations' names (ragged sides, paged K/V), likewise.
-inline constexpr const char* kFwdServingKernelNames[kFwdTileCount][4] = {
-    {"sm80_fwd_serving_d64_f16_plain", "sm80_fwd_serving_d64_f16_scoremod",
-     "sm80_fwd_serving_d64_bf16_plain", "sm80_fwd_serving_d64_bf16_scoremod"},
-    {"sm80_fwd_serving_d128_f16_plain", "sm80_fwd_serving_d128_f16_scoremod",
-     "sm80_fwd_serving_d128_bf16_plain", "sm80_fwd_serving_d128_bf16_scoremod"},
-    {"sm80_fwd_serving_d192x128_f16_plain", "sm80_fwd_serving_d192x128_f16_scoremod",
-     "sm80_fwd_serving_d192x128_bf16_plain", "sm80_fwd_serving_d192x128_bf16_scoremod"},
-    {"sm80_fwd_serving_d256_f16_plain", "sm80_fwd_serving_d256_f16_scoremod",
-     "sm80_fwd_serving_d256_bf16_plain", "sm80_fwd_serving_d256_bf16_scoremod"},
-    {"sm80_fwd_serving_d256m64_f16_plain", "sm80_fwd_serving_d256m64_f16_scoremod",
-     "sm80_fwd_serving_d256m64_bf16_plain", "sm80_fwd_serving_d256m64_bf16_scoremod"}};
+inline constexpr const char* kFwdServingKernelBases[kFwdTileCount] = {
+    "sm80_fwd_serving_d64", "sm80_fwd_serving_d128", "sm80_fwd_serving_d192x128",
+    "sm80_fwd_serving_d256", "sm80_fwd_serving_d256m64"};
 
 // The tiles of each head-dim class, preferred first.
 inline constexpr FwdTile kFwdClassTiles[kHeadDimTileCount][kTilesPerClass] = {

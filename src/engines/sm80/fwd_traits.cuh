@@ -6,6 +6,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_tiles.h"
+#include "kernels/sm80/bias_tile.cuh"
 #include "kernels/sm80/copy.cuh"
 
 namespace floe::detail::sm80 {
@@ -68,6 +69,16 @@ struct FwdTraitsT {
   static constexpr int kSmemBytes = kSmemQBytes + kSmemKBytes + kSmemVBytes;
   static constexpr FwdTileShape kShape{kDqk, kDv, kBlockM, kBlockN, kWarps, kStages, kMinCtas};
   static_assert(kSmemBytes == kShape.smem_bytes(), "fwd_tiles.h and the traits disagree");
+
+  // The bias kernels stage each key step's bias tile in shared memory after V, one buffer per
+  // K stage, where that keeps the tile in its part class (kernels/sm80/bias_tile.cuh) and its
+  // key steps are at most 64 keys (d64's 128-key steps spilled 2288 bytes with the staged tile,
+  // 372 without; ptxas, sm_90a); the other tiles (d64, d192x128, d256m64) read the bias from
+  // global memory.
+  using BiasTile = kernels::Sm80BiasTile<Element, kBlockM, kBlockN, kThreads>;
+  static constexpr int kSmemBiasBytes = kStages * BiasTile::kBytes;
+  static constexpr bool kStageBias =
+      kBlockN <= 64 && kernels::same_smem_class(kSmemBytes, kSmemBytes + kSmemBiasBytes);
 };
 
 // The traits of a compiled tile (fwd_tiles.h).
