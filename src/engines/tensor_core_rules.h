@@ -11,7 +11,9 @@
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "engines/engine.h"
 #include "engines/facts.h"
@@ -165,6 +167,27 @@ Status prepare_on_device(const char* engine, const Kernel& kernel, const Target&
                       " bytes of shared memory) failed: " + cudaGetErrorString(err));
   }
   return Status();
+}
+
+// A direction's choice, asked of the same `choose(Choice*)` that gave the engine's decline
+// reason: the planner builds only what the engine accepted, so a refusal here means the two
+// disagree (a bug), not a user error.
+template <class Choice, class Choose>
+Result<Choice> accepted_choice(const char* engine, Choose&& choose) {
+  Choice c;
+  if (std::string why = choose(&c); !why.empty()) {
+    return Status(Code::internal, std::string(engine) + " accepted, then declined: " + why);
+  }
+  return c;
+}
+
+// A plan's last step: the kernel opted into its shared memory on the target's device, then the
+// LaunchPlan built from `args`.
+template <class Plan, class Kernel, class... Args>
+Result<std::unique_ptr<const LaunchPlan>> prepared_plan(const char* engine, const Kernel& kernel,
+                                                        const Target& target, Args&&... args) {
+  if (Status st = prepare_on_device(engine, kernel, target); !st) return st;
+  return std::unique_ptr<const LaunchPlan>(std::make_unique<Plan>(std::forward<Args>(args)...));
 }
 
 }  // namespace floe::detail::tensor_core

@@ -169,11 +169,10 @@ std::string backward_decline_reason(const Facts& facts, const Target& target) {
 
 Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, const Target& target,
                                                         WorkspaceLayout& workspace) {
-  BwdChoice c;
-  if (std::string why = choose_backward(facts, target, &c); !why.empty()) {
-    return Status(Code::internal, "sm80 accepted, then declined: " + why);
-  }
-  const BwdParams params = make_bwd_params(facts, c);
+  const Result<BwdChoice> c = tensor_core::accepted_choice<BwdChoice>(
+      kEngine, [&](BwdChoice* out) { return choose_backward(facts, target, out); });
+  if (!c) return c.status();
+  const BwdParams params = make_bwd_params(facts, *c);
   add_bwd_workspace(facts, params, workspace);
   BwdGrids grids;
   grids.query_tiles =
@@ -183,9 +182,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   grids.heads = static_cast<unsigned>(facts.h_q);
   grids.bias_tiles =
       static_cast<unsigned>(kernels::BiasTileScheduler::grid(params.bias_tiles, params.bias_b));
-  if (Status st = prepare_on_device(kEngine, *c.kernel, target); !st) return st;
-  return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm80BackwardPlan>(params, c.kernel, c.tile, grids));
+  return tensor_core::prepared_plan<Sm80BackwardPlan>(kEngine, *c->kernel, target, params,
+                                                      c->kernel, c->tile, grids);
 }
 
 }  // namespace floe::detail::sm80

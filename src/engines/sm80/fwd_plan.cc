@@ -106,16 +106,14 @@ std::string forward_decline_reason(const Facts& facts, const Target& target) {
 }
 
 Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const Target& target) {
-  FwdChoice c;
-  if (std::string why = choose_forward(facts, target, &c); !why.empty()) {
-    return Status(Code::internal, "sm80 accepted, then declined: " + why);
-  }
-  const FwdParams params = make_params(facts, c);
+  const Result<FwdChoice> c = tensor_core::accepted_choice<FwdChoice>(
+      kEngine, [&](FwdChoice* out) { return choose_forward(facts, target, out); });
+  if (!c) return c.status();
+  const FwdParams params = make_params(facts, *c);
   const unsigned grid =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.tiles, facts.b));
-  if (Status st = prepare_on_device(kEngine, *c.kernel, target); !st) return st;
-  return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm80ForwardPlan>(params, c.kernel, c.tile, grid));
+  return tensor_core::prepared_plan<Sm80ForwardPlan>(kEngine, *c->kernel, target, params, c->kernel,
+                                                     c->tile, grid);
 }
 
 }  // namespace floe::detail::sm80

@@ -25,7 +25,6 @@ using tensor_core::check_operands;
 using tensor_core::fill_shared;
 using tensor_core::kInt32Max;
 using tensor_core::launch_status;
-using tensor_core::prepare_on_device;
 using tensor_core::score_mod_of;
 using tensor_core::set_shared_pointers;
 using tensor_core::strides_of;

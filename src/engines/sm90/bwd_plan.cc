@@ -206,20 +206,18 @@ std::string backward_decline_reason(const Facts& facts, const Target& target) {
 
 Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, const Target& target,
                                                         WorkspaceLayout& workspace) {
-  BwdChoice c;
-  if (std::string why = choose_backward(facts, target, &c); !why.empty()) {
-    return Status(Code::internal, "sm90 accepted, then declined: " + why);
-  }
-  const BwdParams params = make_params(facts, c);
+  const Result<BwdChoice> c = tensor_core::accepted_choice<BwdChoice>(
+      "sm90", [&](BwdChoice* out) { return choose_backward(facts, target, out); });
+  if (!c) return c.status();
+  const BwdParams params = make_params(facts, *c);
   add_workspace(facts, params, workspace);
   BwdGrids grids;
   grids.query_tiles =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
-  if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
-  return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm90BackwardPlan>(facts, params, c.kernel, c.tile, grids));
+  return tensor_core::prepared_plan<Sm90BackwardPlan>("sm90", *c->kernel, target, facts, params,
+                                                      c->kernel, c->tile, grids);
 }
 
 }  // namespace floe::detail::sm90

@@ -290,17 +290,15 @@ std::string forward_decline_reason(const Facts& facts, const Target& target) {
 }
 
 Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const Target& target) {
-  FwdChoice c;
-  if (std::string why = choose_forward(facts, target, &c); !why.empty()) {
-    return Status(Code::internal, "sm90 accepted, then declined: " + why);
-  }
-  const FwdParams params = make_params(facts, c);
+  const Result<FwdChoice> c = tensor_core::accepted_choice<FwdChoice>(
+      "sm90", [&](FwdChoice* out) { return choose_forward(facts, target, out); });
+  if (!c) return c.status();
+  const FwdParams params = make_params(facts, *c);
   // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
   const unsigned grid =
-      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c.ctas));
-  if (Status st = tensor_core::prepare_on_device("sm90", *c.kernel, target); !st) return st;
-  return std::unique_ptr<const LaunchPlan>(
-      std::make_unique<Sm90ForwardPlan>(facts, params, c.kernel, c.tile, c.schedule, grid));
+      static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c->ctas));
+  return tensor_core::prepared_plan<Sm90ForwardPlan>("sm90", *c->kernel, target, facts, params,
+                                                     c->kernel, c->tile, c->schedule, grid);
 }
 
 }  // namespace floe::detail::sm90
