@@ -9,7 +9,7 @@ from ._floe import FloeError, cuda_available, engine_names
 
 __version__ = "0.1.0"
 __all__ = ["FloeError", "attention", "attention_paged", "attention_varlen", "cuda_available",
-           "engine_names", "explain"]
+           "engine_names", "explain", "merge"]
 
 _TORCH_NAMES = ("attention", "explain", "Explanation", "clear_plan_cache", "plan_cache_info")
 _SERVING_NAMES = ("attention_varlen", "attention_paged")
@@ -26,6 +26,10 @@ def __getattr__(name):
         from . import _serving
 
         value = getattr(_serving, name)
+    elif name == "merge":
+        from . import _merge
+
+        value = _merge.merge
     elif name == "torch":
         import importlib
 

@@ -215,6 +215,46 @@ NB_MODULE(_floe, m) {
       nb::arg("ragged_q").none() = nb::none(), nb::arg("ragged_kv").none() = nb::none(),
       nb::arg("paged_kv").none() = nb::none());
 
+  // floe::MergePlan (DESIGN 2.4) over raw pointers: O tensors [b, h, s, d] (dtype codes),
+  // lse tensors [b, h, s] f32, each with its strides, in MergeTensor order (o_a, lse_a, o_b,
+  // lse_b, o, lse). device: -1 for the CPU (fp64 reference), else the CUDA ordinal.
+  nb::class_<floe::MergePlan>(m, "MergePlan")
+      .def("run",
+           [](const floe::MergePlan& plan, const std::array<uintptr_t, 6>& ptrs, uintptr_t stream) {
+             floe::MergeArguments args;
+             for (int i = 0; i < floe::kMergeTensorCount; ++i) {
+               args.ptr[i] = reinterpret_cast<void*>(ptrs[i]);
+             }
+             floe::Status st;
+             {
+               nb::gil_scoped_release release;
+               st = plan.execute(args, reinterpret_cast<CUstream_st*>(stream));
+             }
+             if (!st) raise(st);
+           });
+  m.def("build_merge",
+        [](int64_t b, int64_t h, int64_t s, int64_t d, const std::array<int, 3>& o_dtypes,
+           const std::array<std::vector<int64_t>, 6>& strides, int device) {
+          floe::MergeProblem p = floe::MergeProblem::make(b, h, s, d, dtype_of(o_dtypes[0]));
+          p.set_dtype(floe::MergeTensor::o_b, dtype_of(o_dtypes[1]));
+          p.set_dtype(floe::MergeTensor::o, dtype_of(o_dtypes[2]));
+          for (int i = 0; i < floe::kMergeTensorCount; ++i) {
+            const std::vector<int64_t>& st = strides[i];
+            const auto id = static_cast<floe::MergeTensor>(i);
+            if (st.size() == 4) {
+              p.set_strides(id, {st[0], st[1], st[2], st[3]});
+            } else if (st.size() == 3) {
+              p.set_strides(id, {st[0], st[1], st[2]});
+            } else {
+              throw FloeError(std::string("invalid_argument: tensor '") + floe::to_string(id) +
+                              "': " + std::to_string(st.size()) + " strides, it has 3 or 4 dims");
+            }
+          }
+          floe::Result<floe::MergePlan> plan = floe::MergePlan::build(p, target_for(device, 0));
+          if (!plan) raise(plan.status());
+          return std::move(*plan);
+        });
+
   m.def("engine_names", &floe::engine_names);
   m.def("cuda_available", &floe::cuda_available);
   m.attr("TENSOR_NAMES") = [] {
