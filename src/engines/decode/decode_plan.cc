@@ -7,6 +7,7 @@
 
 #include "engines/decode/decode_kernels.h"
 #include "engines/generic/generic_kernels.h"
+#include "engines/serving_sides.h"
 #include "kernels/constants.h"
 
 namespace floe::detail::decode {
@@ -175,22 +176,10 @@ Params make_params(const Facts& f, const Target& target) {
   if (f.has(TensorId::sink)) p.sink_s = f.t(TensorId::sink).strides[0];
   if (f.has(TensorId::seq_len_q)) p.seq_len_q_s = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.seq_len_kv_s = f.t(TensorId::seq_len_kv).strides[0];
-  const auto side = [&](TensorId offsets, TensorId seq_len, int64_t total, int64_t envelope) {
-    kernels::RaggedSide s;
-    s.offsets_i64 = f.t(offsets).dtype == DType::i64;
-    s.offsets_stride = f.t(offsets).strides[0];
-    s.seq_len_stride = f.has(seq_len) ? f.t(seq_len).strides[0] : 0;
-    s.total = total;
-    s.envelope = envelope;
-    return s;
-  };
-  if (f.ragged_q) p.rq = side(TensorId::offsets_q, TensorId::seq_len_q, f.total_q, f.s_q);
-  if (f.ragged_kv) p.rkv = side(TensorId::offsets_kv, TensorId::seq_len_kv, f.total_kv, f.s_kv);
+  if (f.ragged_q) p.rq = ragged_side(f, /*query=*/true);
+  if (f.ragged_kv) p.rkv = ragged_side(f, /*query=*/false);
   if (f.paged_kv) {
-    p.pages.table_stride_b = f.t(TensorId::block_table).strides[0];
-    p.pages.table_stride_p = f.t(TensorId::block_table).strides[1];
-    p.pages.page_size = f.page_size;
-    p.pages.num_pages = f.num_pages;
+    p.pages = paged_side(f);
     while ((int64_t{1} << p.page_shift) < f.page_size) ++p.page_shift;
   }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engines/generic/generic_kernels.h"
+#include "engines/serving_sides.h"
 #include "kernels/constants.h"
 
 namespace floe::detail::generic {
@@ -36,17 +37,6 @@ TensorArg ragged_arg_of(const Facts& f, TensorId id) {
   a.s[2] = d.strides[0];
   a.s[3] = d.rank > 2 ? d.strides[2] : 0;
   return a;
-}
-
-kernels::RaggedSide ragged_side(const Facts& f, TensorId offsets, TensorId seq_len, int64_t total,
-                                int64_t envelope) {
-  kernels::RaggedSide side;
-  side.offsets_i64 = f.t(offsets).dtype == DType::i64;
-  side.offsets_stride = f.t(offsets).strides[0];
-  side.seq_len_stride = f.has(seq_len) ? f.t(seq_len).strides[0] : 0;
-  side.total = total;
-  side.envelope = envelope;
-  return side;
 }
 
 KernelGrid grid_of(int64_t blocks) {
@@ -117,21 +107,16 @@ Params make_params(const Facts& f) {
                                              : p.dq;
       a = ragged_arg_of(f, id);
     }
-    p.rq = ragged_side(f, TensorId::offsets_q, TensorId::seq_len_q, f.total_q, f.s_q);
+    p.rq = ragged_side(f, /*query=*/true);
   }
   if (f.ragged_kv) {
     p.k = ragged_arg_of(f, TensorId::k);
     p.v = ragged_arg_of(f, TensorId::v);
     p.dk = ragged_arg_of(f, TensorId::dk);
     p.dv = ragged_arg_of(f, TensorId::dv);
-    p.rkv = ragged_side(f, TensorId::offsets_kv, TensorId::seq_len_kv, f.total_kv, f.s_kv);
+    p.rkv = ragged_side(f, /*query=*/false);
   }
-  if (f.paged_kv) {
-    p.pages.table_stride_b = f.t(TensorId::block_table).strides[0];
-    p.pages.table_stride_p = f.t(TensorId::block_table).strides[1];
-    p.pages.page_size = f.page_size;
-    p.pages.num_pages = f.num_pages;
-  }
+  if (f.paged_kv) p.pages = paged_side(f);
 
   p.b = f.b;
   p.h_q = f.h_q;

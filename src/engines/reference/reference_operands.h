@@ -11,6 +11,7 @@
 
 #include "common/dtype_convert.h"
 #include "engines/facts.h"
+#include "engines/serving_sides.h"
 #include "floe/arguments.h"
 #include "kernels/band_mask.h"
 #include "kernels/ragged_rows.h"
@@ -114,31 +115,19 @@ struct Logit {
 
 // The reading of one ragged side (null when the side is dense).
 inline std::optional<kernels::RaggedSide> ragged_side(const Facts& f, const Arguments& a,
-                                                      bool ragged, TensorId offsets,
-                                                      TensorId seq_len, int64_t total,
-                                                      int64_t envelope) {
-  if (!ragged) return std::nullopt;
-  kernels::RaggedSide side;
-  side.offsets = a.get(offsets);
-  side.offsets_i64 = f.t(offsets).dtype == DType::i64;
-  side.offsets_stride = f.t(offsets).strides[0];
-  if (f.has(seq_len)) {
-    side.seq_len = static_cast<const int32_t*>(a.get(seq_len));
-    side.seq_len_stride = f.t(seq_len).strides[0];
-  }
-  side.total = total;
-  side.envelope = envelope;
+                                                      bool query) {
+  if (!(query ? f.ragged_q : f.ragged_kv)) return std::nullopt;
+  kernels::RaggedSide side = detail::ragged_side(f, query);
+  side.offsets = a.get(query ? TensorId::offsets_q : TensorId::offsets_kv);
+  const TensorId seq_len = query ? TensorId::seq_len_q : TensorId::seq_len_kv;
+  if (f.has(seq_len)) side.seq_len = static_cast<const int32_t*>(a.get(seq_len));
   return side;
 }
 
 inline std::optional<kernels::PagedSide> paged_side(const Facts& f, const Arguments& a) {
   if (!f.paged_kv) return std::nullopt;
-  kernels::PagedSide side;
+  kernels::PagedSide side = detail::paged_side(f);
   side.table = static_cast<const int32_t*>(a.get(TensorId::block_table));
-  side.table_stride_b = f.t(TensorId::block_table).strides[0];
-  side.table_stride_p = f.t(TensorId::block_table).strides[1];
-  side.page_size = f.page_size;
-  side.num_pages = f.num_pages;
   return side;
 }
 
@@ -154,10 +143,8 @@ struct Operands {
 
   Operands(const Facts& facts, const Arguments& a)
       : f(facts),
-        rq(ragged_side(facts, a, facts.ragged_q, TensorId::offsets_q, TensorId::seq_len_q,
-                       facts.total_q, facts.s_q)),
-        rkv(ragged_side(facts, a, facts.ragged_kv, TensorId::offsets_kv, TensorId::seq_len_kv,
-                        facts.total_kv, facts.s_kv)),
+        rq(ragged_side(facts, a, /*query=*/true)),
+        rkv(ragged_side(facts, a, /*query=*/false)),
         pkv(paged_side(facts, a)),
         q(facts, a, TensorId::q, q_side()),
         k(kv_view(facts, a, TensorId::k)),

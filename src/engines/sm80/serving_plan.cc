@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engines/serving_sides.h"
 #include "engines/sm80/sm80_rules.h"
 
 namespace floe::detail::sm80 {
@@ -75,17 +76,6 @@ std::string check_operand_rows(const Facts& f, TensorId id, int block_rows) {
   return "";
 }
 
-kernels::RaggedSide ragged_side(const Facts& f, TensorId offsets, TensorId seq_len, int64_t total,
-                                int64_t envelope) {
-  kernels::RaggedSide side;
-  side.offsets_i64 = f.t(offsets).dtype == DType::i64;
-  side.offsets_stride = f.t(offsets).strides[0];
-  side.seq_len_stride = f.has(seq_len) ? f.t(seq_len).strides[0] : 0;
-  side.total = total;
-  side.envelope = envelope;
-  return side;
-}
-
 }  // namespace
 
 std::string check_serving_operands(const Facts& f, std::initializer_list<TensorId> query_side,
@@ -116,10 +106,8 @@ kernels::ServingRows make_serving_rows(const Facts& f, int block_n) {
   s.ragged_q = f.ragged_q;
   s.ragged_kv = f.ragged_kv;
   s.paged_kv = f.paged_kv;
-  if (f.ragged_q) s.q = ragged_side(f, TensorId::offsets_q, TensorId::seq_len_q, f.total_q, f.s_q);
-  if (f.ragged_kv) {
-    s.kv = ragged_side(f, TensorId::offsets_kv, TensorId::seq_len_kv, f.total_kv, f.s_kv);
-  }
+  if (f.ragged_q) s.q = ragged_side(f, /*query=*/true);
+  if (f.ragged_kv) s.kv = ragged_side(f, /*query=*/false);
   if (f.paged_kv) {
     const TensorDesc& table = f.t(TensorId::block_table);
     s.table_stride_b = table.strides[0];
