@@ -15,29 +15,15 @@
 
 #include "case_folder.h"
 #include "floe/floe.h"
+#include "support/host_arrays.h"
 
 namespace floe::tool {
 namespace {
 
+using test::int_array;
+using test::random_array;
+
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-HostArray random_array(const std::vector<int64_t>& shape, std::mt19937& rng, float scale = 1.f) {
-  HostArray a;
-  a.shape = shape;
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::normal_distribution<float> dist(0.f, scale);
-  a.data.resize(static_cast<size_t>(n));
-  for (float& x : a.data) x = dist(rng);
-  return a;
-}
-
-HostArray int_array(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
-  HostArray a;
-  a.shape = shape;
-  for (int64_t v : values) a.data.push_back(static_cast<float>(v));
-  return a;
-}
 
 // The options every problem of one test shares, applied alike to the ragged or paged problem
 // and to its dense counterparts.

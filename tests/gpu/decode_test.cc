@@ -20,29 +20,15 @@
 #include "case_folder.h"
 #include "floe/floe.h"
 #include "support/harness_gpu_test.h"
+#include "support/host_arrays.h"
 
 namespace floe::tool {
 namespace {
 
+using test::int_array;
+using test::random_array;
+
 namespace fs = std::filesystem;
-
-HostArray random_array(const std::vector<int64_t>& shape, std::mt19937& rng) {
-  HostArray a;
-  a.shape = shape;
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::normal_distribution<float> dist;
-  a.data.resize(static_cast<size_t>(n));
-  for (float& x : a.data) x = dist(rng);
-  return a;
-}
-
-HostArray ints(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
-  HostArray a;
-  a.shape = shape;
-  for (int64_t v : values) a.data.push_back(static_cast<float>(v));
-  return a;
-}
 
 struct Config {
   const char* name;
@@ -116,22 +102,22 @@ Case make_case(const Config& cfg, uint32_t seed) {
     c.inputs[n] =
         random_array(std::vector<int64_t>(desc.dims.begin(), desc.dims.begin() + desc.rank), rng);
   }
-  if (cfg.ragged_q) c.inputs["offsets_q"] = ints({cfg.b + 1}, oq);
-  if (cfg.ragged_kv) c.inputs["offsets_kv"] = ints({cfg.b + 1}, okv);
+  if (cfg.ragged_q) c.inputs["offsets_q"] = int_array({cfg.b + 1}, oq);
+  if (cfg.ragged_kv) c.inputs["offsets_kv"] = int_array({cfg.b + 1}, okv);
   for (int64_t i = 0; i < cfg.b; ++i) {
     const int64_t slot = cfg.ragged_q ? std::min(oq[i + 1] - oq[i], cfg.s_q) : cfg.s_q;
     lq.push_back(i == 0 ? std::min<int64_t>(1, slot)
                         : std::uniform_int_distribution<int64_t>(0, slot)(rng));
   }
-  if (cfg.seq_len_q) c.inputs["seq_len_q"] = ints({cfg.b}, lq);
-  if (p.has(TensorId::seq_len_kv)) c.inputs["seq_len_kv"] = ints({cfg.b}, lkv);
+  if (cfg.seq_len_q) c.inputs["seq_len_q"] = int_array({cfg.b}, lq);
+  if (p.has(TensorId::seq_len_kv)) c.inputs["seq_len_kv"] = int_array({cfg.b}, lkv);
   if (cfg.page) {
     // Every entry a real page (any length vector fits the table), in a random order.
     std::vector<int64_t> pages(static_cast<size_t>(num_pages));
     for (int64_t i = 0; i < num_pages; ++i) pages[i] = i;
     std::shuffle(pages.begin(), pages.end(), rng);
     std::vector<int64_t> table(pages.begin(), pages.begin() + cfg.b * max_pages);
-    c.inputs["block_table"] = ints({cfg.b, max_pages}, table);
+    c.inputs["block_table"] = int_array({cfg.b, max_pages}, table);
   }
   return c;
 }
@@ -268,12 +254,12 @@ TEST_F(Decode, ForwardGraphReplayEqualsDirect) {
       SCOPED_TRACE("length vector " + std::to_string(round));
       Case run = base;
       if (round > 0) {
-        run.inputs["seq_len_kv"] = ints({cfg.b}, key_lengths(rng, cfg.b, cfg.s_kv));
+        run.inputs["seq_len_kv"] = int_array({cfg.b}, key_lengths(rng, cfg.b, cfg.s_kv));
         std::vector<int64_t> lq;
         for (int64_t i = 0; i < cfg.b; ++i) {
           lq.push_back(std::uniform_int_distribution<int64_t>(0, cfg.s_q)(rng));
         }
-        if (p.has(TensorId::seq_len_q)) run.inputs["seq_len_q"] = ints({cfg.b}, lq);
+        if (p.has(TensorId::seq_len_q)) run.inputs["seq_len_q"] = int_array({cfg.b}, lq);
       }
       for (const std::string& n : input_names(p)) {
         FLOE_ASSERT_OK(buf->upload(tensor_of(n), run.inputs.at(n)));
@@ -345,7 +331,7 @@ TEST_F(Decode, ForwardSplitTokensIsBatchInvariant) {
                   c.inputs[t].data.begin() + i * page_elems);
     }
   }
-  c.inputs["block_table"] = ints({2, max_pages}, small_table);
+  c.inputs["block_table"] = int_array({2, max_pages}, small_table);
 
   Result<RunResult> ra = run_case(a, "decode", Memory::device);
   FLOE_ASSERT_OK(ra);

@@ -23,29 +23,15 @@
 #include "case_folder.h"
 #include "floe/floe.h"
 #include "support/harness_gpu_test.h"
+#include "support/host_arrays.h"
 
 namespace floe::tool {
 namespace {
 
+using test::int_array;
+using test::random_array;
+
 namespace fs = std::filesystem;
-
-HostArray random_array(const std::vector<int64_t>& shape, std::mt19937& rng) {
-  HostArray a;
-  a.shape = shape;
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::normal_distribution<float> dist;
-  a.data.resize(static_cast<size_t>(n));
-  for (float& x : a.data) x = dist(rng);
-  return a;
-}
-
-HostArray ints(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
-  HostArray a;
-  a.shape = shape;
-  for (int64_t v : values) a.data.push_back(static_cast<float>(v));
-  return a;
-}
 
 // Offsets of b slots of random widths in [0, envelope + 70] (wider than the envelope by more
 // than a tile sometimes), one of them empty, and a tail of tokens past the last slot.
@@ -111,16 +97,16 @@ Case make_case(const Config& cfg, uint32_t seed, int64_t d = 64) {
     c.inputs[n] =
         random_array(std::vector<int64_t>(desc.dims.begin(), desc.dims.begin() + desc.rank), rng);
   }
-  if (cfg.ragged_q) c.inputs["offsets_q"] = ints({b + 1}, oq);
-  if (cfg.ragged_kv) c.inputs["offsets_kv"] = ints({b + 1}, okv);
+  if (cfg.ragged_q) c.inputs["offsets_q"] = int_array({b + 1}, oq);
+  if (cfg.ragged_kv) c.inputs["offsets_kv"] = int_array({b + 1}, okv);
   std::vector<int64_t> lq, lkv;
   for (int64_t i = 0; i < b; ++i) {
     const int64_t slot = cfg.ragged_q ? oq[i + 1] - oq[i] : s_q;
     lq.push_back(std::uniform_int_distribution<int64_t>(0, std::min(slot, s_q))(rng));
     lkv.push_back(i == 2 ? 0 : std::uniform_int_distribution<int64_t>(1, s_kv)(rng));
   }
-  if (cfg.seq_len_q) c.inputs["seq_len_q"] = ints({b}, lq);
-  if (p.has(TensorId::seq_len_kv)) c.inputs["seq_len_kv"] = ints({b}, lkv);
+  if (cfg.seq_len_q) c.inputs["seq_len_q"] = int_array({b}, lq);
+  if (p.has(TensorId::seq_len_kv)) c.inputs["seq_len_kv"] = int_array({b}, lkv);
   if (cfg.page) {
     std::vector<int64_t> pages(static_cast<size_t>(num_pages));
     for (int64_t i = 0; i < num_pages; ++i) pages[i] = i;
@@ -131,7 +117,7 @@ Case make_case(const Config& cfg, uint32_t seed, int64_t d = 64) {
         table.push_back(j * cfg.page < lkv[i] ? pages[i * max_pages + j] : -1);
       }
     }
-    c.inputs["block_table"] = ints({b, max_pages}, table);
+    c.inputs["block_table"] = int_array({b, max_pages}, table);
   }
   if (cfg.backward) {
     Case forward;
@@ -279,14 +265,14 @@ void one_plan_serves_every_length_vector(const std::string& engine, int64_t d) {
       std::uniform_int_distribution<int64_t> width(0, (total - 1) / b);
       std::vector<int64_t> off = {0};
       for (int64_t i = 0; i < b; ++i) off.push_back(off.back() + width(rng));
-      run.inputs[name] = ints({b + 1}, off);
+      run.inputs[name] = int_array({b + 1}, off);
       if (std::string(name) == "offsets_q") {
         std::vector<int64_t> lens;
         for (int64_t i = 0; i < b; ++i) {
           const int64_t w = std::min(off[i + 1] - off[i], envelope);
           lens.push_back(std::uniform_int_distribution<int64_t>(0, w)(rng));
         }
-        run.inputs["seq_len_q"] = ints({b}, lens);
+        run.inputs["seq_len_q"] = int_array({b}, lens);
       }
     }
     run.inputs["q"] = random_array(base.inputs.at("q").shape, rng);
@@ -323,7 +309,7 @@ void new_lengths(const Problem& p, std::mt19937& rng, Case& c) {
     std::uniform_int_distribution<int64_t> width(0, (side->total - 1) / b);
     std::vector<int64_t> off = {0};
     for (int64_t i = 0; i < b; ++i) off.push_back(off.back() + width(rng));
-    c.inputs[q_side ? "offsets_q" : "offsets_kv"] = ints({b + 1}, off);
+    c.inputs[q_side ? "offsets_q" : "offsets_kv"] = int_array({b + 1}, off);
     const char* len_name = q_side ? "seq_len_q" : "seq_len_kv";
     if (p.has(tensor_of(len_name))) {
       std::vector<int64_t> lens;
@@ -331,7 +317,7 @@ void new_lengths(const Problem& p, std::mt19937& rng, Case& c) {
         const int64_t w = std::min(off[i + 1] - off[i], envelope);
         lens.push_back(std::uniform_int_distribution<int64_t>(0, w)(rng));
       }
-      c.inputs[len_name] = ints({b}, lens);
+      c.inputs[len_name] = int_array({b}, lens);
     }
   }
 }
