@@ -89,16 +89,8 @@ int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
 }  // namespace
 
 std::string decline_reason(const Facts& f, const Target& target) {
-  if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
-  if (target.arch < 80) {
-    return "needs compute capability 8.0 or newer (target is sm_" + std::to_string(target.arch) +
-           ")";
-  }
   // The decode kernels build with the generic engine's architectures (FLOE_CUDA_ARCHS).
-  if (!generic::kernels_built_for(target.arch)) {
-    return "no kernels built for sm_" + std::to_string(target.arch) + " (this build has " +
-           generic::built_archs() + ")";
-  }
+  if (std::string why = generic::check_target(target); !why.empty()) return why;
   if (f.backward()) return "backward: decode serves the forward only";
   if (f.s_q > kMaxQueries) {
     return "s_q " + std::to_string(f.s_q) +

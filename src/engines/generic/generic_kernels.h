@@ -16,6 +16,10 @@ namespace floe::detail::generic {
 bool kernels_built_for(int arch);
 // The architectures this build holds the kernels for, as "sm_80, sm_90".
 std::string built_archs();
+// The target rule of the engines whose kernels build with these architectures (generic and
+// decode): a CUDA device of compute capability 8.0 or newer that this build has code for; ""
+// when the target passes, else the reason.
+std::string check_target(const Target& target);
 
 // Loads the kernels a plan will launch. CUDA loads modules lazily by default, and loading
 // waits for the device to go idle: done at execute, the first call would block the host

@@ -51,7 +51,7 @@ KernelGrid grid_of(int64_t blocks) {
 
 // Ragged sides (both directions) and paged caches of any page size are served (DESIGN 2.1,
 // 2.2): nothing to decline for them.
-std::string decline_reason(const Facts& f, const Target& target) {
+std::string check_target(const Target& target) {
   if (target.kind != Target::Kind::cuda) return "runs on CUDA devices only";
   if (target.arch < 80) {
     return "needs compute capability 8.0 or newer (target is sm_" + std::to_string(target.arch) +
@@ -61,6 +61,11 @@ std::string decline_reason(const Facts& f, const Target& target) {
     return "no kernels built for sm_" + std::to_string(target.arch) + " (this build has " +
            built_archs() + ")";
   }
+  return "";
+}
+
+std::string decline_reason(const Facts& f, const Target& target) {
+  if (std::string why = check_target(target); !why.empty()) return why;
   // Tile indices are int: an extent within a tile of 2^31 would overflow them.
   constexpr int64_t kMaxExtent = (int64_t{1} << 31) - 1 - 2 * kTile;
   if (std::max({f.s_q, f.s_kv, f.d_qk, f.d_v}) > kMaxExtent) {
