@@ -279,25 +279,47 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
   const std::vector<BenchProblem> serving = serving_problems();
   ASSERT_FALSE(serving.empty());
   for (const BenchProblem& bp : standard_problems()) EXPECT_NE(bp.group, "serving");
-  int ragged = 0, paged = 0;
+  int ragged = 0, paged = 0, dense = 0, zipf = 0;
   std::set<std::string> names;
   for (const BenchProblem& bp : serving) {
     EXPECT_EQ(bp.group, "serving");
     EXPECT_TRUE(names.insert(bp.name()).second) << bp.name();
     ragged += bp.ragged();
     paged += bp.paged();
+    dense += bp.dense_decode;
     EXPECT_EQ(bp.shape.h_q, 32);
     EXPECT_EQ(bp.shape.h_kv, 8);
     EXPECT_EQ(bp.shape.d_qk, 128);
-    ASSERT_EQ(bp.seq_q.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
-    ASSERT_EQ(bp.seq_kv.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
+    EXPECT_EQ(bp.decode(), bp.paged() || bp.dense_decode);
+    EXPECT_EQ(kv_bytes_read(bp) > 0, bp.decode()) << bp.name();
+    if (bp.dense_decode) {
+      EXPECT_FALSE(bp.paged() || bp.ragged()) << bp.name();
+      EXPECT_TRUE(bp.seq_q.empty() && bp.seq_kv.empty()) << bp.name();
+      EXPECT_EQ(bp.name().rfind("dense ", 0), 0u) << bp.name();
+    } else {
+      ASSERT_EQ(bp.seq_q.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
+      ASSERT_EQ(bp.seq_kv.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
+    }
+    if (bp.lengths == "zipf") {
+      // Skewed at the bytes of a uniform shape: B * S keys in all, the longest the envelope.
+      ++zipf;
+      int64_t sum = 0, longest = 0;
+      for (int64_t len : bp.seq_kv) {
+        EXPECT_GE(len, 1);
+        sum += len;
+        longest = std::max(longest, len);
+      }
+      EXPECT_EQ(longest, bp.shape.s_kv);
+      EXPECT_TRUE(sum == 64 * 8192 || sum == 32 * 4096) << sum;
+      EXPECT_GT(longest, 4 * sum / bp.shape.b) << bp.name();
+    }
     for (Direction dir : {Direction::forward, Direction::backward}) {
       if (dir == Direction::backward && bp.forward_only()) continue;
       const Problem p = make_problem(bp, dir);
       Result<Plan> gpu = Plan::build(p, Target::cuda_arch(90));
       ASSERT_TRUE(gpu.ok()) << bp.name() << " " << direction_name(dir) << ": "
                             << gpu.status().message();
-      EXPECT_TRUE(gpu->engine() == "sm80" || (bp.paged() && gpu->engine() == "decode"))
+      EXPECT_TRUE(gpu->engine() == "sm80" || (bp.decode() && gpu->engine() == "decode"))
           << bp.name() << " " << direction_name(dir) << ": " << gpu->engine();
       Result<Plan> cpu = Plan::build(p, Target::cpu());
       ASSERT_TRUE(cpu.ok()) << bp.name() << " " << direction_name(dir) << ": "
@@ -318,6 +340,8 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
   }
   EXPECT_EQ(ragged, 1);
   EXPECT_GE(paged, 4);
+  EXPECT_EQ(dense, 2);
+  EXPECT_EQ(zipf, 2);
 }
 
 TEST(BenchProblems, ServingInputsAreOffsetsAndAScatteredPermutation) {
@@ -334,13 +358,29 @@ TEST(BenchProblems, ServingInputsAreOffsetsAndAScatteredPermutation) {
         }
         EXPECT_EQ(values.back(), bp.total_q());
       } else if (id == TensorId::block_table) {
-        std::vector<int32_t> sorted = values;
-        std::sort(sorted.begin(), sorted.end());
-        for (size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], static_cast<int32_t>(i));
+        // [B, max_pages]: each batch's first ceil(len / page) entries, together a permutation
+        // of the cache's pages; the entries past a batch's length 0.
+        const int64_t max_pages = (bp.shape.s_kv + bp.page_size - 1) / bp.page_size;
+        ASSERT_EQ(values.size(), static_cast<size_t>(bp.shape.b * max_pages));
+        std::vector<int32_t> used;
+        for (size_t b = 0; b < bp.seq_kv.size(); ++b) {
+          const int64_t pages = (bp.seq_kv[b] + bp.page_size - 1) / bp.page_size;
+          for (int64_t k = 0; k < max_pages; ++k) {
+            const int32_t v = values[b * static_cast<size_t>(max_pages) + static_cast<size_t>(k)];
+            if (k < pages) {
+              used.push_back(v);
+            } else {
+              EXPECT_EQ(v, 0) << bp.name();
+            }
+          }
+        }
+        ASSERT_EQ(used.size(), static_cast<size_t>(bp.num_pages()));
         // Scattered: a batch's pages are not one run of consecutive pages.
         int consecutive = 0;
-        for (size_t i = 1; i < values.size(); ++i) consecutive += values[i] == values[i - 1] + 1;
-        EXPECT_LT(consecutive, static_cast<int>(values.size()) / 4) << bp.name();
+        for (size_t i = 1; i < used.size(); ++i) consecutive += used[i] == used[i - 1] + 1;
+        EXPECT_LT(consecutive, static_cast<int>(used.size()) / 4) << bp.name();
+        std::sort(used.begin(), used.end());
+        for (size_t i = 0; i < used.size(); ++i) ASSERT_EQ(used[i], static_cast<int32_t>(i));
       } else {
         EXPECT_EQ(id, TensorId::seq_len_kv);
         ASSERT_EQ(values.size(), bp.seq_kv.size());

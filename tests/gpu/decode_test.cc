@@ -188,6 +188,13 @@ const Config kConfigs[] = {
      true},
     // 128 x 8 kv heads: a grid of many waves, which takes the two-stage d128 kernel.
     {"paged16_d128_b128_two_stages_sink", 128, 16, 8, 1, 200, 128, 16, false, false, true, true},
+    // Splits of many tiles (one split a batch at B 64): the block table entries' ring in shared
+    // memory wraps several times, at pages of 16 (4 entries a tile), 64 (1) and 256 (1 of 4
+    // tiles' page).
+    {"paged16_d128_b64_long_splits_causal", 64, 32, 8, 1, 1800, 128, 16, false, false, true},
+    {"paged64_d64_b48_long_splits_hnd", 48, 16, 4, 1, 1500, 64, 64, false, false, false, false,
+     false, false, false, true},
+    {"paged256_d128_b40_long_splits", 40, 16, 8, 1, 2100, 128, 256},
 };
 
 class Decode : public test::GpuTest {};

@@ -5,6 +5,8 @@
 // each key once. Four warps each take 16 keys of every 64-key tile; K and V tiles stream
 // through a cp.async pipeline of 16-byte row chunks (a paged row's address comes from the
 // block table), into XOR-swizzled shared memory that ldmatrix reads without bank conflicts.
+// Paged: the table entries travel by cp.async too, kAhead tiles before their rows, into a ring
+// in shared memory, so that no copy waits on a table read (the loaded memory latency, ~2 us).
 // Each warp keeps its own online softmax; the warps merge in a fixed order at the end.
 //
 // Splits: a batch's visible keys are cut into at most max_splits ranges by its device length
@@ -111,6 +113,10 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(ok ? 16 : 0));
 }
+// 4 bytes global -> shared (a block table entry).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -181,12 +187,23 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kD + ((chunk ^ (row & 7)) << 3);
 }
 
+// Paged: a tile's block table entries (at most kBlockN / 16, pages being >= 16 keys) are read
+// kAhead tiles before the tile's rows are copied, into a ring of kRing tiles' entries.
+inline constexpr int kTableAhead = 4;
+inline constexpr int kTableRing = 8;
+inline constexpr int kTableEntries = kBlockN / 16;
+
 template <int kD, int kStagesT = (kD <= 64 ? 4 : 3)>
 struct Smem {
   static constexpr int kStages = kStagesT;
   static constexpr int kTile = kBlockN * kD;  // elements of one K or V stage
-  static constexpr size_t kBytes =
-      sizeof(uint16_t) * (kBlockM * kD + 2 * kStages * kTile) + 4 * kBlockM * 2 * sizeof(float);
+  static constexpr size_t kBytes = sizeof(uint16_t) * (kBlockM * kD + 2 * kStages * kTile) +
+                                   4 * kBlockM * 2 * sizeof(float) +
+                                   kTableRing * kTableEntries * sizeof(int32_t);
+  // The entries of tile n are copied with the rows of tile n - kAhead (visible from iteration
+  // n - kAhead on) and used when tile n's rows are issued (iteration n - kStages + 1); the ring
+  // slot is written again for tile n + kRing only after that, in the prologue included.
+  static_assert(kTableAhead >= kStages - 1 && kTableAhead + kStages - 2 < kTableRing);
 };
 
 // ---- The attention kernel. -----------------------------------------------------------------
@@ -204,7 +221,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   uint16_t* sq = smem;
   uint16_t* sk = sq + kBlockM * kD;
   uint16_t* sv = sk + kStages * S::kTile;
-  float* red = reinterpret_cast<float*>(sv + kStages * S::kTile);  // [2][4 warps][16 rows]
+  float* red = reinterpret_cast<float*>(sv + kStages * S::kTile);     // [2][4 warps][16 rows]
+  int32_t* ring = reinterpret_cast<int32_t*>(red + 2 * 4 * kBlockM);  // [kRing][kEntries]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int64_t bid = blockIdx.x;
@@ -266,27 +284,28 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     vbase += b * p.v_s[0] + h * p.v_s[1] + bt.kv0 * p.v_s[2];
   }
   const int ld_chunk = tid % kChunks, ld_row = tid / kChunks;
-  // Paged: the page of each row this thread copies, read from the table one tile before its
-  // copies are issued, so that the table read's latency hides under a tile's compute instead of
-  // stalling the copies behind the barrier.
   constexpr int kPasses = kBlockN / kRowsPerPass;
-  int32_t pages[kPaged ? kPasses : 1];
-  auto fetch_pages = [&](int n0) {
+  const int n_begin = (lo / kBlockN) * kBlockN;
+  const int n_tiles = lo < hi ? (hi - n_begin + kBlockN - 1) / kBlockN : 0;
+  // Paged: tile n's table entries (pages n0 >> shift, + 1, ...) into ring slot n % kRing, those
+  // of pages that hold keys of [lo, hi) only (the table may end there).
+  auto fetch_entries = [&](int n) {
     if constexpr (kPaged) {
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int j = n0 + ld_row + pass * kRowsPerPass;
-        pages[pass] =
-            j >= lo && j < hi
-                ? p.pages.table[b * p.pages.table_stride_b +
-                                static_cast<int64_t>(j >> p.page_shift) * p.pages.table_stride_p]
-                : 0;
+      const int per_tile = max(1, kBlockN >> p.page_shift);
+      if (tid < per_tile && n < n_tiles) {
+        const int64_t page = ((n_begin + n * kBlockN) >> p.page_shift) + tid;
+        const int64_t first = page << p.page_shift;
+        if (first < hi && first + (int64_t{1} << p.page_shift) > lo) {
+          cp_async4(ring + (n % kTableRing) * kTableEntries + tid,
+                    p.pages.table + b * p.pages.table_stride_b + page * p.pages.table_stride_p);
+        }
       }
     }
   };
-  auto load_tile = [&](int n0, int stage) {
+  auto load_tile = [&](int n, int stage) {
     uint16_t* dk = sk + stage * S::kTile;
     uint16_t* dv = sv + stage * S::kTile;
+    const int n0 = n_begin + n * kBlockN;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = ld_row + pass * kRowsPerPass, j = n0 + row;
@@ -295,7 +314,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
       const uint16_t* vs = vbase;
       if (ok) {
         if constexpr (kPaged) {
-          const int64_t page = pages[pass];
+          const int64_t page =
+              ring[(n % kTableRing) * kTableEntries + ((j >> p.page_shift) - (n0 >> p.page_shift))];
           const int64_t pg =
               page < 0 ? 0 : (page >= p.pages.num_pages ? p.pages.num_pages - 1 : page);
           const int64_t r = j & ((1 << p.page_shift) - 1);
@@ -316,17 +336,19 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   for (int d = 0; d < kDTiles; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
 
-  const int n_begin = (lo / kBlockN) * kBlockN;
-  const int n_tiles = lo < hi ? (hi - n_begin + kBlockN - 1) / kBlockN : 0;
+  if constexpr (kPaged) {  // the first kAhead tiles' entries: one table latency, paid once
+#pragma unroll
+    for (int n = 0; n < kTableAhead; ++n) fetch_entries(n);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+  }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) {
-      fetch_pages(n_begin + s * kBlockN);
-      load_tile(n_begin + s * kBlockN, s);
-    }
+    if (s < n_tiles) load_tile(s, s);
+    fetch_entries(s + kTableAhead);
     cp_async_commit();
   }
-  if (kStages - 1 < n_tiles) fetch_pages(n_begin + (kStages - 1) * kBlockN);
   __syncthreads();  // Q in shared memory
   uint32_t qf[kKSteps][4];
 #pragma unroll
@@ -337,11 +359,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t landed; every warp is done with the stage loaded next
-    if (t + kStages - 1 < n_tiles) {
-      load_tile(n_begin + (t + kStages - 1) * kBlockN, (t + kStages - 1) % kStages);
-    }
+    if (t + kStages - 1 < n_tiles) load_tile(t + kStages - 1, (t + kStages - 1) % kStages);
+    fetch_entries(t + kStages - 1 + kTableAhead);
     cp_async_commit();
-    if (t + kStages < n_tiles) fetch_pages(n_begin + (t + kStages) * kBlockN);
 
     const int stage = t % kStages;
     const int key0 = n_begin + t * kBlockN + 16 * warp;  // this warp's 16 keys

@@ -20,6 +20,7 @@ namespace {
 struct BenchOptions {
   std::string sweep = "standard";
   std::vector<std::string> groups;
+  std::vector<std::string> filters;  // keep the problems whose name contains one of these
   std::string direction = "both";
   std::vector<std::string> engines{"auto"};
   std::string json;
@@ -159,9 +160,13 @@ std::vector<BenchProblem> problems_of(const BenchOptions& opt) {
   for (BenchProblem& bp : serving_problems()) all.push_back(std::move(bp));
   std::vector<BenchProblem> out;
   for (const BenchProblem& bp : all) {
-    if (std::find(opt.groups.begin(), opt.groups.end(), bp.group) != opt.groups.end()) {
-      out.push_back(bp);
-    }
+    if (std::find(opt.groups.begin(), opt.groups.end(), bp.group) == opt.groups.end()) continue;
+    const std::string name = bp.name();
+    const bool kept = opt.filters.empty() || std::any_of(opt.filters.begin(), opt.filters.end(),
+                                                         [&](const std::string& f) {
+                                                           return name.find(f) != std::string::npos;
+                                                         });
+    if (kept) out.push_back(bp);
   }
   return out;
 }
@@ -193,7 +198,10 @@ nlohmann::json report_json(const BenchOptions& opt, const BenchRunner& runner,
       {"budget_ms", opt.settings.budget_ms},
       {"l2_bytes", kL2Bytes},
       {"seed", opt.settings.seed},
-      {"timer", "CUDA events around each single execute(), back to back on one stream; median"},
+      {"timer",
+       "CUDA events around each single execute(), back to back on one stream; median. Decodes "
+       "(timing: graph): each input set's execute() captured once into a CUDA graph, the "
+       "graphs replayed between the events instead"},
       {"flops",
        "forward 2*B*Hq*pairs*(Dqk+Dv), backward 2.5x forward; pairs = Sq*Skv without a mask, "
        "Sq*Skv/2 for causal (the FlashAttention convention), the exact count of visible (i, j) "
@@ -304,6 +312,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "only these groups: sweep shapes features, or serving (ragged prefill and "
                   "paged decode, never in the default run)")
       ->check(CLI::IsMember({"sweep", "shapes", "features", "serving"}));
+  cmd->add_option("--filter", opt->filters,
+                  "within the groups, only the problems whose name contains one of these");
+  cmd->add_flag(
+      "--direct", [opt](int64_t) { opt->settings.graph = false; },
+      "time decodes as direct executes (default: replayed CUDA graphs)");
   cmd->add_option("--direction", opt->direction, "fwd, bwd or both")
       ->check(CLI::IsMember({"fwd", "bwd", "both"}))
       ->capture_default_str();

@@ -90,6 +90,37 @@ BenchProblem paged_decode(int64_t b, int64_t s_q, int64_t s_kv, int64_t page) {
   return bp;
 }
 
+// B sequences whose key lengths follow Zipf's law (length of rank r proportional to 1/r, the
+// ranks in a seeded order over the batch), scaled to `total` keys: the same bytes as a uniform
+// batch of total / B, one long context and a tail of short ones. The envelope is the longest.
+BenchProblem zipf_decode(int64_t b, int64_t total, int64_t page) {
+  std::vector<double> w(static_cast<size_t>(b));
+  double sum = 0;
+  for (int64_t r = 0; r < b; ++r)
+    sum += w[static_cast<size_t>(r)] = 1.0 / static_cast<double>(r + 1);
+  std::vector<int64_t> len(static_cast<size_t>(b));
+  int64_t given = 0;
+  for (size_t r = 0; r < len.size(); ++r) {
+    len[r] = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(total) * w[r] / sum));
+    given += len[r];
+  }
+  len[0] += total - given;  // the rounding's remainder to the longest: exactly `total` keys
+  uint64_t state = kLengthSeed;
+  for (size_t i = len.size(); i > 1; --i) std::swap(len[i - 1], len[splitmix64(state) % i]);
+  const int64_t longest = *std::max_element(len.begin(), len.end());
+  BenchProblem bp = paged_decode(b, 1, longest, page);
+  bp.seq_kv = len;
+  bp.lengths = "zipf";
+  return bp;
+}
+
+// A decode with dense K/V [B, Hkv, S, D]: the layout of SERVING.md §0's cuDNN anchor.
+BenchProblem dense_decode(int64_t b, int64_t s_kv) {
+  BenchProblem bp = serving_point(b, 1, s_kv);
+  bp.dense_decode = true;
+  return bp;
+}
+
 int64_t sum_of(const std::vector<int64_t>& v) {
   int64_t n = 0;
   for (int64_t x : v) n += x;
@@ -117,26 +148,32 @@ int64_t BenchProblem::total_kv() const {
 }
 
 int64_t BenchProblem::num_pages() const {
-  return paged() ? shape.b * ((shape.s_kv + page_size - 1) / page_size) : 0;
+  if (!paged()) return 0;
+  int64_t n = 0;
+  for (int64_t len : seq_kv) n += (len + page_size - 1) / page_size;
+  return n;
 }
 
 std::string BenchProblem::name() const {
   const Shape& s = shape;
-  if (ragged() || paged()) {
-    // "ragged b8 h32/8 t17000 max4000 d128 causal br", "paged b32 h32/8 q1 kv4096 p16 d128"
-    std::string n = std::string(ragged() ? "ragged" : "paged") + " b" + std::to_string(s.b) + " h" +
-                    std::to_string(s.h_q) + "/" + std::to_string(s.h_kv);
+  if (ragged() || decode()) {
+    // "ragged b8 h32/8 t17000 max4000 d128 causal br", "paged b32 h32/8 q1 kv4096 p16 d128",
+    // "dense b1 h32/8 q1 kv32768 d128 causal br"
+    std::string n = std::string(ragged() ? "ragged" : (paged() ? "paged" : "dense")) + " b" +
+                    std::to_string(s.b) + " h" + std::to_string(s.h_q) + "/" +
+                    std::to_string(s.h_kv);
     if (ragged()) {
       n += " t" + std::to_string(total_q()) + " max" + std::to_string(s.s_q);
     } else {
-      n += " q" + std::to_string(s.s_q) + " kv" + std::to_string(s.s_kv) + " p" +
-           std::to_string(page_size);
+      n += " q" + std::to_string(s.s_q) + " kv" + std::to_string(s.s_kv);
+      if (paged()) n += " p" + std::to_string(page_size);
     }
     n += " d" + std::to_string(s.d_qk);
     if (mask.align == MaskAlign::bottom_right && !mask.left && mask.right && *mask.right == 0) {
       n += " causal br";
     }
     if (split_tokens > 0) n += " split" + std::to_string(split_tokens);
+    if (!lengths.empty()) n += " " + lengths;
     return n;
   }
   std::string n = "b" + std::to_string(s.b) + " h" + std::to_string(s.h_q);
@@ -213,6 +250,13 @@ std::vector<BenchProblem> serving_problems() {
     bp.split_tokens = 1024;
     out.push_back(bp);
   }
+  // Skewed lengths at the bytes of B 64 S 8k and B 32 S 4k (goal: within 5% of uniform), and
+  // dense K/V at SERVING.md §0's two small-batch shapes (the pages' cost, against the same
+  // layout as the cuDNN anchor).
+  out.push_back(zipf_decode(64, 64 * 8192, 16));
+  out.push_back(zipf_decode(32, 32 * 4096, 16));
+  out.push_back(dense_decode(1, 32768));
+  out.push_back(dense_decode(8, 8192));
   return out;
 }
 
@@ -231,12 +275,22 @@ std::vector<std::pair<TensorId, std::vector<int32_t>>> serving_inputs(const Benc
     std::vector<int32_t> len(bp.seq_kv.begin(), bp.seq_kv.end());
     out.emplace_back(TensorId::seq_len_kv, std::move(len));
     // Every page used once, in a seeded random order (Fisher-Yates): batch b's keys are
-    // scattered over the cache, as a server's are after a while.
-    std::vector<int32_t> table(static_cast<size_t>(bp.num_pages()));
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    // scattered over the cache, as a server's are after a while. Entries past a batch's
+    // length are 0 (never read).
+    std::vector<int32_t> order(static_cast<size_t>(bp.num_pages()));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
     uint64_t state = kTableSeed;
-    for (size_t i = table.size(); i > 1; --i) {
-      std::swap(table[i - 1], table[splitmix64(state) % i]);
+    for (size_t i = order.size(); i > 1; --i) {
+      std::swap(order[i - 1], order[splitmix64(state) % i]);
+    }
+    const int64_t max_pages = (bp.shape.s_kv + bp.page_size - 1) / bp.page_size;
+    std::vector<int32_t> table(static_cast<size_t>(bp.shape.b * max_pages), 0);
+    size_t next = 0;
+    for (size_t b = 0; b < bp.seq_kv.size(); ++b) {
+      const int64_t pages = (bp.seq_kv[b] + bp.page_size - 1) / bp.page_size;
+      for (int64_t k = 0; k < pages; ++k) {
+        table[b * static_cast<size_t>(max_pages) + static_cast<size_t>(k)] = order[next++];
+      }
     }
     out.emplace_back(TensorId::block_table, std::move(table));
   }
@@ -329,7 +383,7 @@ FlopCount count_flops(const BenchProblem& bp, Direction dir) {
 }
 
 double kv_bytes_read(const BenchProblem& bp) {
-  if (!bp.paged()) return 0;
+  if (!bp.decode()) return 0;
   return static_cast<double>(bp.total_kv()) * static_cast<double>(bp.shape.h_kv) *
          static_cast<double>(bp.shape.d_qk + bp.shape.d_v) * static_cast<double>(size_of(bp.dtype));
 }

@@ -43,14 +43,22 @@ struct BenchProblem {
   int64_t page_size = 0;
   // > 0: batch-invariant split-KV at multiples of this many keys (Problem::set_split_tokens).
   int64_t split_tokens = 0;
+  // A decode with dense K/V [B, Hkv, S, D] (no lengths, no pages): see decode().
+  bool dense_decode = false;
+  std::string lengths;  // how seq_kv was drawn, where not uniform ("zipf"); part of the name
 
   bool ragged() const { return !seq_q.empty() && page_size == 0; }
   bool paged() const { return page_size > 0; }
-  // A paged K/V has no backward (DESIGN 2.2).
-  bool forward_only() const { return paged(); }
-  int64_t total_q() const;    // tokens of the query side (the dense B*Sq when not ragged)
-  int64_t total_kv() const;   // keys actually read: the sum of seq_kv, or B*Skv when dense
-  int64_t num_pages() const;  // B * ceil(Skv / page_size): every batch owns its pages
+  // A decode (paged, or dense_decode): bound by reading K and V, reported in TB/s of K+V,
+  // forward only, timed as replayed CUDA graphs unless the bench says otherwise.
+  bool decode() const { return paged() || dense_decode; }
+  // A paged K/V has no backward (DESIGN 2.2); the decodes are timed forward only.
+  bool forward_only() const { return decode(); }
+  int64_t total_q() const;   // tokens of the query side (the dense B*Sq when not ragged)
+  int64_t total_kv() const;  // keys actually read: the sum of seq_kv, or B*Skv when dense
+  // The cache's pages: ceil(seq_kv / page_size) summed over batches (each batch owns its pages;
+  // the table's entries past a batch's length point at page 0 and are never read).
+  int64_t num_pages() const;
 
   // Pure causal (top-left, right 0, no left): the one band the FlashAttention FLOP
   // convention halves.
@@ -64,7 +72,8 @@ struct BenchProblem {
 std::vector<BenchProblem> standard_problems();
 // The "serving" group, not part of the standard run (`floe bench --group serving`): a ragged
 // causal prefill of 8 sequences of seeded mixed lengths, then paged decodes (Sq 1 and 4, page
-// 16 and 64) at the batch and context sizes of SERVING.md §0; GQA 32:8, d128, bf16.
+// 16 and 64) at the batch and context sizes of SERVING.md §0, Zipf-skewed lengths at equal
+// bytes, and dense-K/V decodes; GQA 32:8, d128, bf16.
 std::vector<BenchProblem> serving_problems();
 // The integer inputs of a serving problem, built on the host and uploaded before timing:
 // offsets_q/offsets_kv (i32 [B + 1]) when ragged, seq_len_kv (i32 [B]) and block_table (i32 [B,
@@ -98,7 +107,7 @@ struct FlopCount {
 // the visible pairs of its actual lengths (2·Hq·Σ_b pairs_b·(Dqk + Dv)), never the envelope.
 FlopCount count_flops(const BenchProblem& bp, Direction dir);
 
-// The bytes of K and V a paged decode must read: Σ_b skv_b · Hkv · (Dqk + Dv) · element size
+// The bytes of K and V a decode must read: Σ_b skv_b · Hkv · (Dqk + Dv) · element size
 // (SERVING.md §0's "K+V read"); 0 for any other problem.
 double kv_bytes_read(const BenchProblem& bp);
 

@@ -54,6 +54,7 @@ std::string progress_line(const BenchRecord& r) {
        format("%.3f ms", r.m.median_ms) + format(" (min %.3f", r.m.min_ms) + ", " +
        std::to_string(r.m.ms.size()) + " calls";
   if (r.m.input_sets > 1) s += ", " + std::to_string(r.m.input_sets) + " input sets";
+  if (r.m.graph) s += ", graph";
   s += "), " + format("%.1f TFLOP/s", r.tflops());
   if (kv_bytes_read(r.problem) > 0) s += format(", %.2f TB/s", r.tb_per_s());
   return s;
@@ -111,7 +112,8 @@ nlohmann::json record_json(const BenchRecord& r) {
   j["flops"] = r.flops.flops;
   j["flop_pairs"] = r.flops.pairs;
   j["flop_rule"] = r.flops.rule;
-  if (r.problem.paged()) {
+  if (r.problem.decode()) {
+    j["timing"] = r.m.graph ? "graph" : "direct";
     j["kv_bytes"] = kv_bytes_read(r.problem);
     j["tb_per_s"] = ok ? nlohmann::json(r.tb_per_s()) : nlohmann::json();
   }

@@ -28,6 +28,9 @@ struct BenchSettings {
   // > 0: planned as if the device allowed at most this many KB of shared memory per block (the
   // tiles of a smaller part, timed on this one).
   int smem_limit_kb = 0;
+  // Decodes (BenchProblem::decode): each input set's execute() captured once into a CUDA graph
+  // and the graphs replayed, as a server runs its decode step; false: direct executes.
+  bool graph = true;
 };
 
 inline constexpr int kMinCalls = 5;
@@ -43,6 +46,7 @@ struct Measurement {
   size_t working_set_bytes = 0;  // every tensor's span plus the workspace, one input set
   int input_sets = 1;
   int warmups = 0;
+  bool graph = false;      // timed as replayed CUDA graphs (else direct executes)
   std::vector<double> ms;  // one per timed call, in call order
   double median_ms = 0;
   double min_ms = 0;
