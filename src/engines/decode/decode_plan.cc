@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 
 #include "engines/decode/decode_kernels.h"
@@ -197,13 +196,6 @@ Params make_params(const Facts& f, const Target& target) {
 
   p.max_splits = static_cast<int>(pick_splits(f, target));
   p.stages = pick_stages(f, target, p.max_splits);
-  // EXPERIMENT (session 8, removed after the H200 A/B): force the d128 pipeline depth.
-  if (const char* e = std::getenv("FLOE_DECODE_STAGES"); e != nullptr && p.stages != 0) {
-    const int want = std::atoi(e);
-    if (want == 2 || (want == 3 && attention_smem_bytes(128, 3) <= target.smem_per_block_optin)) {
-      p.stages = want;
-    }
-  }
   p.min_split_tiles = static_cast<int>(kMinSplitTiles);
   p.split_tokens = f.split_tokens;
   return p;
