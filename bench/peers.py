@@ -17,6 +17,13 @@ PyTorch's reason. With --fa4-site (where ../shared/peers/install-fa4.sh put flas
 backend "fa4" times FlashAttention 4's flash_attn_func on the same problems, its q, k, v in its
 own BSHD layout. The table (markdown, the same as scripts/perf-report.py writes) goes to
 stdout and --md, everything to --out, TFLOP/s against S to --plot.
+
+Serving records (`floe bench --group serving`): the ragged prefill is timed on the flash
+backend through torch.nn.attention.varlen.varlen_attn (FlashAttention 2; THD q, k, v, int32
+cumulative offsets, the host maxima); the decodes with uniform lengths (paged or not) through
+SDPA on dense K/V [B, Hkv, S, D] with enable_gqa and no autograd (SERVING.md §0's anchor: the
+peer reads the same bytes from a dense cache), their TB/s counted as floe's. Skewed lengths and
+Sq > 1 under a bottom-right causal mask have no SDPA call (n/a).
 """
 import argparse
 import importlib.util
@@ -47,11 +54,119 @@ def problem_key(r):
     return json.dumps({k: r.get(k) for k in PROBLEM_FIELDS}, sort_keys=True) + r["direction"]
 
 
+def is_serving(r):
+    """A ragged prefill or a decode (floe writes kv_bytes for its decodes)."""
+    return bool(r.get("ragged") or r.get("page_size") or r.get("kv_bytes") is not None)
+
+
+def bottom_right_causal(r):
+    w = r.get("window") or {}
+    return w.get("left") is None and w.get("right") == 0 and w.get("align") == "bottom_right"
+
+
+def serving_kind(r, backend):
+    """("varlen" | "dense_decode", is_causal) for a serving record, or ("skip", (status,
+    reason)) where no PyTorch call expresses it."""
+    if r.get("bias") or r.get("sink") or r.get("softcap"):
+        return "skip", ("n/a", "the serving peers are timed without bias, sink or softcap")
+    if r.get("ragged"):
+        if backend != "flash":
+            return "skip", ("n/a", "varlen prefill is timed on the flash backend only "
+                                   "(varlen_attn, FlashAttention 2)")
+        same = r.get("seq_q") == r.get("seq_kv")
+        if bottom_right_causal(r) or (r.get("causal") and same):
+            return "varlen", True  # FlashAttention 2's varlen causal is aligned bottom-right
+        if not r.get("window") and not r.get("causal"):
+            return "varlen", False
+        return "skip", ("n/a", "varlen_attn has no band mask but causal")
+    lengths = r.get("seq_kv") or [r["s_kv"]] * r["b"]
+    if any(n != r["s_kv"] for n in lengths):
+        return "skip", ("n/a", "SDPA has no per-batch key lengths: skewed decodes have no dense "
+                               "peer")
+    if r.get("window") and not (bottom_right_causal(r) and r["s_q"] == 1):
+        return "skip", ("n/a", "SDPA has no bottom-right causal mask for Sq > 1")
+    return "dense_decode", False
+
+
+def measure_serving(torch, F, backend, name, r, settings):
+    """The ragged prefill through varlen_attn, a decode through SDPA on dense K/V; the same
+    warm-ups, timed calls and input-set rotation as floe."""
+    kind, arg = serving_kind(r, name)
+    if kind == "skip":
+        return {"status": arg[0], "reason": arg[1]}
+    from torch.nn.attention import sdpa_kernel
+
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[r["dtype"]]
+    n_sets = max(1, int(r.get("input_sets") or 1))
+    result = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sets = []
+        try:
+            if kind == "varlen":
+                from torch.nn.attention.varlen import varlen_attn
+
+                def offsets(lengths):
+                    out = [0]
+                    for n in lengths:
+                        out.append(out[-1] + n)
+                    return torch.tensor(out, dtype=torch.int32, device="cuda")
+
+                cu_q, cu_k = offsets(r["seq_q"]), offsets(r["seq_kv"])
+                max_q, max_k = max(r["seq_q"]), max(r["seq_kv"])
+                t_q, t_k = sum(r["seq_q"]), sum(r["seq_kv"])
+                for _ in range(n_sets):
+                    q = torch.randn(t_q, r["h_q"], r["d_qk"], device="cuda", dtype=dt)
+                    k = torch.randn(t_k, r["h_kv"], r["d_qk"], device="cuda", dtype=dt)
+                    v = torch.randn(t_k, r["h_kv"], r["d_v"], device="cuda", dtype=dt)
+                    sets.append([t.requires_grad_(True) for t in (q, k, v)])
+
+                def call(s):
+                    return varlen_attn(s[0], s[1], s[2], cu_q, cu_k, max_q, max_k,
+                                       is_causal=arg)
+
+                if r["direction"] == "fwd":
+                    def fn(i):
+                        return call(sets[i % n_sets])
+                else:
+                    for s in sets:
+                        o = call(s)
+                        s += [o, torch.randn_like(o)]
+
+                    def fn(i):
+                        q, k, v, o, do = sets[i % n_sets]
+                        return torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+                result = timed(torch, fn, r, settings)
+            else:
+                for _ in range(n_sets):
+                    sets.append((
+                        torch.randn(r["b"], r["h_q"], r["s_q"], r["d_qk"], device="cuda", dtype=dt),
+                        torch.randn(r["b"], r["h_kv"], r["s_kv"], r["d_qk"], device="cuda",
+                                    dtype=dt),
+                        torch.randn(r["b"], r["h_kv"], r["s_kv"], r["d_v"], device="cuda",
+                                    dtype=dt)))
+                gqa = r["h_kv"] != r["h_q"]
+                with sdpa_kernel([backend]):
+                    def fn(i):
+                        q, k, v = sets[i % n_sets]
+                        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+                    result = timed(torch, fn, r, settings)
+                result["peer_layout"] = "dense K/V, no autograd"
+            if result.get("status") == "ok" and r.get("kv_bytes"):
+                result["tb_per_s"] = r["kv_bytes"] / result["median_ms"] / 1e9
+        except torch.cuda.OutOfMemoryError as e:
+            result = {"status": "error", "reason": "out of memory: " + str(e).splitlines()[0]}
+        except (RuntimeError, ImportError, TypeError) as e:
+            status, reason = classify(e, caught)
+            result = {"status": status, "reason": reason}
+        finally:
+            del sets
+            release(torch)
+    return result
+
+
 def outside_sdpa(r):
     """(status, reason) for what torch SDPA has no way to express; None: try the backend."""
-    if r.get("ragged") or r.get("page_size"):
-        return "n/a", "torch SDPA has no packed (THD) sequences nor paged K/V; varlen and " \
-                      "paged peers are not timed here yet"
     if r.get("window"):
         return "no kernel", "torch SDPA has no band mask but causal (a materialised mask is " \
                             "another problem)"
@@ -163,7 +278,9 @@ def classify(exc, caught):
     return ("no kernel" if refused else "error"), reason
 
 
-def measure(torch, F, backend, r, settings):
+def measure(torch, F, backend, name, r, settings):
+    if is_serving(r):
+        return measure_serving(torch, F, backend, name, r, settings)
     skip = outside_sdpa(r)
     if skip:
         return {"status": skip[0], "reason": skip[1]}
@@ -203,7 +320,7 @@ def measure(torch, F, backend, r, settings):
 
 def outside_fa4(r):
     """(status, reason) for what floe's bench asks and FA4's flash_attn_func is not mapped to."""
-    if r.get("ragged") or r.get("page_size"):
+    if is_serving(r):
         return "n/a", "FA4's varlen and paged calls are not mapped to floe's serving problems here"
     if r.get("bias"):
         return "no kernel", "FA4's flash_attn_func takes no additive bias"
@@ -436,7 +553,7 @@ def main():
         key = problem_key(r)
         if key not in cache:
             cache[key] = {b: (measure_fa4(torch, fa4, r, settings) if b == "fa4" else
-                              measure(torch, F, backends[b], r, settings)) for b in wanted}
+                              measure(torch, F, backends[b], b, r, settings)) for b in wanted}
         peers = cache[key]
         row = {k: v for k, v in r.items() if k != "ms"}
         row["peers"] = peers

@@ -229,22 +229,35 @@ def section_host(data):
 
 
 def section_serving(rows):
-    """Ragged prefill and paged decode (`floe bench --group serving`): no peer times these yet."""
+    """Ragged prefill and decodes (`floe bench --group serving`), with the peers bench/peers.py
+    maps them to (varlen_attn for the prefill, SDPA on dense K/V for uniform decodes): their
+    TFLOP/s for the prefill, TB/s for a decode, and floe's ratio to them."""
+    serving = [r for r in rows if r.get("group") == "serving"]
+    with_peers = [b for b in PEERS if any(peer(r, b).get("status") for r in serving)]
     body = []
-    for r in rows:
-        if r.get("group") != "serving":
-            continue
+    for r in serving:
         ok = r.get("status") == "ok"
         tbs = r.get("tb_per_s")
-        body.append([
+        cells = [
             r["direction"], r["name"], r.get("total_q", "—"), r.get("total_kv", "—"),
             r.get("page_size") or "—", engine_cell(r),
             ms_cell(r.get("median_ms")) if ok else r.get("status", "?"),
             tflops_cell(r.get("tflops")) if ok else "—",
             f"{tbs:.2f}" if ok and tbs is not None else "—",
-        ])
+        ]
+        for b in with_peers:
+            p = peer(r, b)
+            if p.get("status") == "ok":
+                cells.append(f"{p['tb_per_s']:.2f} TB/s" if p.get("tb_per_s") is not None
+                             else tflops_cell(p.get("tflops")))
+            else:
+                cells.append(p.get("status") or "—")
+            cells.append(ratio_cell(r.get(f"ratio_{b}")))
+        body.append(cells)
     header = ["dir", "problem", "query tokens", "keys", "page", "engine", "median ms", "TFLOP/s",
               "K+V TB/s"]
+    for b in with_peers:
+        header += [b, f"vs {b}"]
     return table(header, body) if body else None
 
 
@@ -331,9 +344,12 @@ def render(data, plot=None):
             "## Serving",
             "",
             "GQA 32:8, d128, causal aligned bottom-right. Ragged: 8 packed sequences of seeded "
-            "lengths (THD). Paged decode: pages scattered by a seeded block table. TFLOP/s count "
-            "the visible pairs of the actual lengths; TB/s count the K+V bytes read (SERVING.md "
-            "§0's convention).",
+            "lengths (THD). Paged decode: pages scattered by a seeded block table; dense: K/V "
+            "[B, Hkv, S, D]; zipf: lengths by Zipf's law at a uniform shape's bytes. TFLOP/s "
+            "count the visible pairs of the actual lengths; TB/s count the K+V bytes read "
+            "(SERVING.md §0's convention). Peers (bench/peers.py): the prefill through "
+            "varlen_attn (FlashAttention 2) on the flash column, the uniform decodes through "
+            "SDPA on dense K/V (the §0 anchor reads the same bytes unpaged).",
             "",
             serving,
             "",
