@@ -154,6 +154,17 @@ def breakdown(args, q, k, v, d_o, sync):
         ("backward without autograd (_ops._plain_backward)",
          lambda: _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)),
     ]
+    if hasattr(_ops, "_grad_layout"):  # the package measured may predate it (an A/B)
+        layout = _ops._grad_layout(bplan, dq, dk, dv)
+        if layout is not None:
+            ws, shared, (sq, oq, sk, ok, sv, ov) = layout
+            like = _ops._like(q.get_device() if q.is_cuda else -1, q.dtype)
+            pieces.insert(5, (
+                f"gradients{' + workspace' if ws >= 0 else ''} as one allocation and three views "
+                f"({shared} elements, _ops._grad_layout)",
+                lambda: (lambda buf: (buf.as_strided(q.shape, sq, oq),
+                                      buf.as_strided(k.shape, sk, ok),
+                                      buf.as_strided(v.shape, sv, ov)))(like.new_empty(shared))))
     if dev == "cuda":
         pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",
                        lambda: torch._C._cuda_getCurrentRawStream(0)))

@@ -727,3 +727,43 @@ def test_plans_and_allocations_keep_to_their_device():
     for (index, dtype), t in _ops._templates.items():
         want = torch.device("cpu") if index < 0 else torch.device("cuda", index)
         assert t.device == want and t.dtype == dtype
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", ["gqa_strided", "large_workspace"])
+def test_gradients_share_one_allocation(shape):
+    # From a backward plan's second call on, the eager path makes dq, dk, dv (and a workspace of
+    # at most _SHARED_WORKSPACE_MAX bytes) views of one allocation: the same gradients, bitwise,
+    # as the first call's (one allocation each) and as the dispatcher's op, in the layouts
+    # torch.empty_like gives (q here is a strided view: dq comes out packed). The views stay
+    # intact while later calls run (each call's allocation is its own).
+    torch.manual_seed(90)
+    if shape == "gqa_strided":
+        qkv = rand(2, 100, 3, 4, 128, device="cuda")  # [B, S, 3, H, D]
+        q = qkv[:, :, 0].transpose(1, 2)
+        k, v = (rand(2, 2, 100, 128, device="cuda") for _ in range(2))
+        leaves = (qkv, k, v)
+    else:  # a workspace (fp32 dQ accumulator) above the bound: allocated alone
+        q, k, v = (rand(2, 8, 1024, 128, device="cuda") for _ in range(3))
+        leaves = (q, k, v)
+    floe.clear_plan_cache()
+    # deterministic: dQ's additions in a fixed order, so that calls can be compared bitwise.
+    o = floe.attention(q, k, v, causal=True, deterministic=True)
+    d_o = torch.randn_like(o)
+    first = torch.autograd.grad(o, (q, k, v), d_o, retain_graph=True)
+    again = [torch.autograd.grad(o, (q, k, v), d_o, retain_graph=True) for _ in range(2)]
+    bkey = next(key for key in _ops._cache._plans if len(_ops._cache._plans[key]) == 3)
+    ws_offset = _ops._cache._plans[bkey][2][0]
+    assert (ws_offset >= 0) == (shape == "gqa_strided")
+    for grads in again:
+        ptrs = {g.untyped_storage().data_ptr() for g in grads}
+        assert len(ptrs) == 1, "dq, dk, dv are not views of one allocation"
+        for g, f, t in zip(grads, first, (q, k, v)):
+            assert g.stride() == f.stride() == torch.empty_like(t).stride()
+            assert torch.equal(g, f)
+    o_op, _ = torch.ops.floe.fwd(q, k, v, None, None, None, None,
+                                 *_ops._options(True, None, "top_left", None, None, True, "auto"))
+    op = torch.autograd.grad(o_op, (q, k, v), d_o)
+    for g, h in zip(again[-1], op):
+        assert torch.equal(g, h)
+    del leaves
