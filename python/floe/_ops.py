@@ -591,9 +591,7 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
 
 
 def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
-    """_eager_backward with no bias, sink or lengths, in one function: (dq, dk, dv). On a CUDA
-    device, from the second call of a plan on, dq, dk, dv (and a small workspace) are views of
-    one allocation (_grad_layout)."""
+    """_eager_backward with no bias, sink or lengths, in one function: (dq, dk, dv)."""
     if d_o.stride(-1) != 1:
         d_o = d_o.contiguous()  # _dense_d_o
     key = (fwd_key, d_o.stride(), False)
@@ -602,27 +600,6 @@ def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
         _cache.hits += 1
         entry[1] = next(_tick)
         plan = entry[0]
-        if len(entry) > 2:
-            index = q.get_device()
-            if index == _current_device():
-                # entry[2]: _grad_layout's answer for this plan's gradients, made on its first call.
-                ws, elems, (sq, oq, sk, ok, sv, ov) = entry[2]
-                buf = _like(index, q.dtype).new_empty(elems)
-                dq = buf.as_strided(q.shape, sq, oq)
-                dk = buf.as_strided(k.shape, sk, ok)
-                dv = buf.as_strided(v.shape, sv, ov)
-                n = plan.workspace_bytes
-                if ws >= 0:
-                    ws_ptr = buf.data_ptr() + ws
-                elif n:  # a large workspace, allocated alone (_SHARED_WORKSPACE_MAX)
-                    ws_buf = _like(index, torch.uint8).new_empty(n)
-                    ws_ptr = ws_buf.data_ptr()
-                else:
-                    ws_ptr = 0
-                plan.run(ws_ptr, n, _current_stream(index), q.data_ptr(), k.data_ptr(),
-                         v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0, 0, d_o.data_ptr(),
-                         dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
-                return dq, dk, dv
     else:
         plan = _cache.lookup(key)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -631,46 +608,7 @@ def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
                           dq, dk, dv, None, None, *options)
     _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0,
                 0, d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()), q)
-    if q.is_cuda:
-        entry = _plans_get(key)
-        if entry is not None and len(entry) == 2:
-            layout = _grad_layout(plan, dq, dk, dv)
-            if layout is not None:
-                entry.append(layout)
     return dq, dk, dv
-
-
-# The largest backward workspace that shares the gradients' allocation. The gradients keep their
-# allocation alive (a leaf's .grad can be the gradient itself), so the workspace's bytes live as
-# long as they do: a few hundred KB on the small problems where host time counts, never the fp32
-# dQ accumulator of a large problem (twice dQ's size), which is allocated alone and freed at once.
-_SHARED_WORKSPACE_MAX = 1 << 20
-# Each piece of the shared allocation starts at a multiple of this many bytes: the workspace needs
-# 256 (kWorkspaceAlignment), the gradients 16 (the tensor-core engines); the caching allocator
-# returns blocks aligned to 512.
-_PIECE_ALIGN = 256
-
-
-def _grad_layout(plan, dq, dk, dv):
-    """Where dq, dk, dv (the layouts torch.empty_like gave them, which the plan was built on) and
-    the workspace lie in one allocation of q's dtype: (workspace byte offset or -1 when the
-    workspace is allocated alone, elements, ((dq strides, dq offset), (dk ...), (dv ...))
-    flattened), offsets in elements. None where the three dtypes differ."""
-    if dk.dtype != dq.dtype or dv.dtype != dq.dtype:
-        return None
-    size = dq.element_size()
-    at = 0
-    views = []
-    for t in (dq, dk, dv):
-        span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
-        views += [t.stride(), at // size]
-        at += -(-span * size // _PIECE_ALIGN) * _PIECE_ALIGN
-    n = plan.workspace_bytes
-    ws = -1
-    if 0 < n <= _SHARED_WORKSPACE_MAX:
-        ws = at
-        at += -(-n // _PIECE_ALIGN) * _PIECE_ALIGN
-    return ws, max(1, at // size), tuple(views)
 
 
 class _EagerAttention(torch.autograd.Function):
