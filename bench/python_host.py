@@ -20,8 +20,9 @@ roughly floe's forward+backward less the floor less floe's forward. --breakdown 
 pieces of a call one by one (allocations, Plan.run of each direction, key and lookup);
 --profile lists the CUDA runtime calls and kernels of a forward+backward (torch.profiler).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
---reps), for comparison with `floe bench` on the same problem (the kernels must take the same
-time from Python as from C++).
+--reps; the calls queued back to back, each between its own events, as floe bench times them),
+for comparison with `floe bench` on the same problem (the kernels must take the same time from
+Python as from C++).
 """
 
 import argparse
@@ -94,15 +95,18 @@ def kernel_times(args):
     for name, fn in (("forward", fwd), ("backward", bwd)):
         for _ in range(5):
             fn()
-        times = []
-        for _ in range(args.reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        # As floe bench times: the calls back to back, no sync between, each between its own
+        # events, so that the GPU runs one call while the host prepares the next (an event
+        # recorded on an idle GPU would count the call's host time as kernel time).
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(args.reps)]
+        for a, b in events:
             a.record()
             fn()
             b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        times.sort()
+        torch.cuda.synchronize()
+        times = sorted(a.elapsed_time(b) for a, b in events)
         print(f"floe {name} B={args.b} Hq={args.hq} Hkv={args.hkv} S={args.s} D={args.d} "
               f"causal={args.causal}: {times[len(times) // 2]:.4f} ms (median of {args.reps})")
 
@@ -153,6 +157,20 @@ def breakdown(args, q, k, v, d_o, sync):
          lambda: _ops._plain_forward(q, k, v, options, False)),
         ("backward without autograd (_ops._plain_backward)",
          lambda: _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)),
+    ]
+    # Other ways to make the three gradients (Session 8: not faster on the H200's host, where
+    # every tensor made from Python costs about 2 us, an allocation or a view alike).
+    like = _ops._like(q.get_device() if q.is_cuda else -1, q.dtype)
+    span = q.numel() + 128  # each slice 256-byte aligned (bf16)
+    pieces[5:5] = [
+        ("the same as one allocation and three as_strided views",
+         lambda: (lambda buf: (buf.as_strided(q.shape, q.stride(), 0),
+                               buf.as_strided(k.shape, k.stride(), span),
+                               buf.as_strided(v.shape, v.stride(), 2 * span)))(
+             like.new_empty(3 * span))),
+        ("the same as one [3, ...] allocation and unbind(0)",
+         lambda: like.new_empty_strided((3,) + tuple(q.shape),
+                                        (span,) + tuple(q.stride())).unbind(0)),
     ]
     if dev == "cuda":
         pieces.append(("current stream (torch._C._cuda_getCurrentRawStream)",

@@ -147,18 +147,26 @@ void fill_shared(const Facts& f, Params& p) {
   p.d_v = static_cast<int32_t>(f.d_v);
 }
 
-// Plan time: opt a kernel into its shared memory on the target device (never in launch()).
-template <class Kernel>
-Status prepare_on_device(const char* engine, const Kernel& kernel, const Target& target) {
-  if (!target.executable) return Status();
+// Plan time: f() (a cudaError_t) with the target's device current, the caller's restored after;
+// nothing for a target without a device.
+template <class F>
+cudaError_t on_target_device(const Target& target, F&& f) {
+  if (!target.executable) return cudaSuccess;
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess) {
     cudaGetLastError();
     current = -1;
   }
   if (current != target.device) cudaSetDevice(target.device);
-  const cudaError_t err = kernel.prepare();
+  const cudaError_t err = f();
   if (current >= 0 && current != target.device) cudaSetDevice(current);
+  return err;
+}
+
+// Plan time: opt a kernel into its shared memory on the target device (never in launch()).
+template <class Kernel>
+Status prepare_on_device(const char* engine, const Kernel& kernel, const Target& target) {
+  const cudaError_t err = on_target_device(target, [&] { return kernel.prepare(); });
   if (err != cudaSuccess) {
     cudaGetLastError();
     return Status(Code::device_error,

@@ -26,6 +26,15 @@ struct BwdKernel {
   // Launch time: the three kernels in stream order, then cudaGetLastError(); no sync, no
   // allocation.
   cudaError_t (*launch)(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream);
+  // The same three kernels, for launches through the driver (engines/kernel_launch.h): the plan
+  // resolves their functions once; launch above serves a thread whose context is not the plan's.
+  // Grids: the key tiles for the main kernel (steps[1]), the query tiles for the other two.
+  struct Step {
+    void (*symbol)(BwdParams);
+    int threads;
+    int smem_bytes;
+  };
+  Step steps[3];
 };
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 bf16

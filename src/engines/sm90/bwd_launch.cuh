@@ -37,8 +37,16 @@ cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStrea
 
 template <class T>
 constexpr BwdKernel bwd_entry(const char* name) {
-  return BwdKernel{name,       T::kThreads,     T::kSmemBytes, T::kBlockM,
-                   T::kBlockN, &bwd_prepare<T>, &bwd_launch<T>};
+  return BwdKernel{name,
+                   T::kThreads,
+                   T::kSmemBytes,
+                   T::kBlockM,
+                   T::kBlockN,
+                   &bwd_prepare<T>,
+                   &bwd_launch<T>,
+                   {{&bwd_preprocess_kernel<typename T::Element, T::kBlockM>, 256, 0},
+                    {&bwd_kernel<T>, T::kThreads, T::kSmemBytes},
+                    {&bwd_dq_convert_kernel<T>, T::kConsumerThreads, 0}}};
 }
 
 // A tile's instantiations: f16 and bf16.

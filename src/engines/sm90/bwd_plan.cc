@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 
@@ -134,7 +135,7 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
-                   const BwdGrids& grids)
+                   const BwdGrids& grids, const std::array<DeviceKernel, 3>& functions)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, kernel->block_m)),
         do_(tma_tensor(f, TensorId::d_o, kernel->block_m)),
@@ -142,7 +143,8 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         v_(tma_tensor(f, TensorId::v, kernel->block_n)),
         kernel_(kernel),
         tile_(tile),
-        grids_(grids) {}
+        grids_(grids),
+        functions_(functions) {}
 
   // Encodes the four tensor maps (host only: no allocation, no sync), then launches.
   Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
@@ -172,8 +174,19 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
-    return tensor_core::launch_status(
-        "sm90", kernel_->name, kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
+    // The three kernels in stream order; a thread whose context is not the plan's finds out at
+    // the first launch and takes the runtime's (which binds its context) for all three.
+    for (int i = 0; i < 3; ++i) {
+      const BwdKernel::Step& s = kernel_->steps[i];
+      const unsigned grid = i == 1 ? grids_.key_tiles : grids_.query_tiles;
+      const int err = launch_kernel(functions_[i], grid, s.threads, s.smem_bytes, stream, &p);
+      if (err == 0) continue;
+      if (i > 0 || !is_context_error(err)) return launch_error("sm90", kernel_->name, err);
+      return tensor_core::launch_status(
+          "sm90", kernel_->name,
+          kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
+    }
+    return Status();
   }
 
   std::string describe() const override {
@@ -196,6 +209,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   const BwdKernel* kernel_;
   BwdTile tile_;
   BwdGrids grids_;
+  std::array<DeviceKernel, 3> functions_;  // resolved at plan time (null without a device)
 };
 
 }  // namespace
@@ -216,8 +230,17 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
+  std::array<DeviceKernel, 3> functions;
+  for (int i = 0; i < 3; ++i) {
+    if (Status st = resolve_on_device(c->kernel->name,
+                                      reinterpret_cast<const void*>(c->kernel->steps[i].symbol),
+                                      target, &functions[i]);
+        !st) {
+      return st;
+    }
+  }
   return tensor_core::prepared_plan<Sm90BackwardPlan>("sm90", *c->kernel, target, facts, params,
-                                                      c->kernel, c->tile, grids);
+                                                      c->kernel, c->tile, grids, functions);
 }
 
 }  // namespace floe::detail::sm90

@@ -22,6 +22,9 @@ struct FwdKernel {
   cudaError_t (*prepare)();
   // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
   cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
+  // The kernel itself, for launches through the driver (engines/kernel_launch.h): the plan
+  // resolves its function once; launch above serves a thread whose context is not the plan's.
+  void (*symbol)(FwdParams);
   // The plain entry's score-mod sibling (softcap, bias, sink); null in the score-mod entry.
   const FwdKernel* score_mod = nullptr;
 };

@@ -24,8 +24,9 @@ cudaError_t fwd_launch(const FwdParams& params, unsigned grid, cudaStream_t stre
 
 template <class T>
 constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nullptr) {
-  return FwdKernel{name,       T::kThreads,     T::kSmemBytes,  T::kBlockM,
-                   T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>, score_mod};
+  return FwdKernel{name,           T::kThreads,    T::kSmemBytes,
+                   T::kBlockM,     T::kBlockN,     &fwd_prepare<T>,
+                   &fwd_launch<T>, &fwd_kernel<T>, score_mod};
 }
 
 // A tile's instantiations: {f16, bf16} x {plain, score-mod}; get() returns the plain one, which

@@ -192,7 +192,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
 class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
-                  FwdSchedule schedule, unsigned grid)
+                  FwdSchedule schedule, unsigned grid, DeviceKernel function)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, kernel->block_m)),
         k_(tma_tensor(f, TensorId::k, kernel->block_n)),
@@ -201,6 +201,7 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         tile_(tile),
         schedule_(schedule),
         grid_(grid),
+        function_(function),
         has_sink_(f.has(TensorId::sink)) {
     if (f.has(TensorId::bias)) {
       params_.has_bias = true;
@@ -243,6 +244,10 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    const int err =
+        launch_kernel(function_, grid_, kernel_->threads, kernel_->smem_bytes, stream, &p);
+    if (err == 0) return Status();
+    if (!is_context_error(err)) return launch_error("sm90", kernel_->name, err);
     return tensor_core::launch_status(
         "sm90", kernel_->name, kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream)));
   }
@@ -279,6 +284,7 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   FwdTile tile_;
   FwdSchedule schedule_;
   unsigned grid_;
+  DeviceKernel function_;  // resolved at plan time (null for a target without a device)
   bool has_sink_ = false;
   TmaMatrix bias_;  // with a bias: its tensor map, without the base
 };
@@ -297,8 +303,14 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
   const unsigned grid =
       static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c->ctas));
-  return tensor_core::prepared_plan<Sm90ForwardPlan>("sm90", *c->kernel, target, facts, params,
-                                                     c->kernel, c->tile, c->schedule, grid);
+  DeviceKernel function;
+  if (Status st = resolve_on_device(
+          c->kernel->name, reinterpret_cast<const void*>(c->kernel->symbol), target, &function);
+      !st) {
+    return st;
+  }
+  return tensor_core::prepared_plan<Sm90ForwardPlan>(
+      "sm90", *c->kernel, target, facts, params, c->kernel, c->tile, c->schedule, grid, function);
 }
 
 }  // namespace floe::detail::sm90

@@ -1,6 +1,7 @@
 #include "engines/sm90/sm90_rules.h"
 
 #include "engines/sm90/tma_descriptor.h"
+#include "engines/tensor_core_rules.h"
 
 namespace floe::detail::sm90 {
 
@@ -16,8 +17,20 @@ std::string check_target(const Target& target) {
   }
   if (target.executable) {
     if (std::string why = tma_encoder_status(); !why.empty()) return why;
+    if (std::string why = kernel_launcher_status(); !why.empty()) return why;
   }
   return "";
+}
+
+Status resolve_on_device(const char* kernel_name, const void* symbol, const Target& target,
+                         DeviceKernel* out) {
+  const cudaError_t err =
+      tensor_core::on_target_device(target, [&] { return resolve_kernel(symbol, out); });
+  if (err == cudaSuccess) return Status();
+  cudaGetLastError();
+  return Status(Code::device_error, std::string("sm90: resolving ") + kernel_name + " on device " +
+                                        std::to_string(target.device) +
+                                        " failed: " + cudaGetErrorString(err));
 }
 
 std::string check_no_score_mods(const Facts& f, const std::string& who) {
