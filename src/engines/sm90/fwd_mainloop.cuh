@@ -82,7 +82,9 @@ struct FwdMainloop {
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
                                    ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
       if constexpr (T::kScoreMod) {
-        if (p.has_bias) load_bias(p, ss, stage, phase, m0, n0, h, b);
+        if (p.has_bias) {
+          load_bias(p, ss, i % T::kBiasStages, (i / T::kBiasStages) & 1, m0, n0, h, b);
+        }
       }
       if (t == 0) load_q(p, ss, m0, h, b, q_phase);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
@@ -103,7 +105,9 @@ struct FwdMainloop {
 
   // The bias tile of (query rows m0.., keys n0..) into the bias ring's `stage`, in boxes of 64
   // keys (TMA zero-fills past s_q and s_kv); a broadcast dim takes coordinate 0 (fwd_params.h).
-  // It is read right after S, so it goes with K.
+  // It is read right after S, so it goes with K. With a one-stage ring (d128) the stage frees once
+  // the consumers have added the previous tile's bias, before they free V's stage: V is not held
+  // up.
   __device__ __forceinline__ static void load_bias(const FwdParams& p, Storage& ss, int stage,
                                                    uint32_t phase, int m0, int n0, int h, int b) {
     constexpr int kStageElems = T::kBlockM * T::kBlockN;
@@ -188,16 +192,17 @@ struct FwdMainloop {
         if (p.score.has_softcap) kernels::scale_scores(acc_s, p.score);
         if (p.has_bias) {
           const int i = it0 + t;
-          TxBarrier::wait(&ss.bias_full[i % kStages], (i / kStages) & 1);
+          const int stage = i % T::kBiasStages;
+          TxBarrier::wait(&ss.bias_full[stage], (i / T::kBiasStages) & 1);
           static_assert(decltype(size<0>(gmma_row_col(acc_s)))::value == 2 &&
                             decltype(size<1>(gmma_row_col(acc_s)))::value == T::kBlockN / 4,
                         "GmmaBiasTile reads one 64 x kBlockN GMMA per warpgroup");
           // Addresses from the opaque thread index: recomputed each tile, not hoisted and kept
           // live.
           const GmmaBiasTile<Element, T::kBlockM> bias(
-              ss.bias.data() + (i % kStages) * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
+              ss.bias.data() + stage * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
           kernels::add_bias_tile(gmma_row_col(acc_s), bias, p.bias_unit);
-          Barrier::arrive(&ss.bias_empty[i % kStages]);
+          Barrier::arrive(&ss.bias_empty[stage]);
         }
       }
       constexpr int kMask = decltype(kind)::value;

@@ -17,12 +17,22 @@ struct FwdTileShape {
   bool pingpong;  // the consumer warpgroups take turns on the tensor cores
 
   constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
-  // Q, then `stages` K and V tiles (and, for the score-mod kernels, `stages` bias tiles of
+  // Q, then `stages` K and V tiles (and, for the score-mod kernels, bias_stages() bias tiles of
   // block_m x block_n), 2-byte elements, each 1024-byte aligned (the 128-byte swizzle repeats
   // every 8 rows of 128 bytes), then the barriers.
   constexpr int smem_base_bytes(bool score_mod = false) const {
-    return 2 * (block_m * d + 2 * stages * block_n * d) +
-           (score_mod ? 2 * stages * block_m * block_n : 0) + 1024;
+    return qkv_bytes() + (score_mod ? bias_bytes(bias_stages()) : 0);
+  }
+  constexpr int qkv_bytes() const { return 2 * (block_m * d + 2 * stages * block_n * d) + 1024; }
+  constexpr int bias_bytes(int n) const { return 2 * n * block_m * block_n; }
+  // The score-mod kernel's bias ring: as deep as K and V's, unless one stage is what lets O keep a
+  // buffer of its own (d128: 193 + 32 KB; with two, O would move into Q's buffer and the next
+  // tile's Q wait for the epilogue, which measured 5% on a sink-only problem at S 4096).
+  constexpr int bias_stages() const {
+    constexpr int kLimit = 227 * 1024;
+    if (qkv_bytes() + bias_bytes(stages) + 2 * block_m * d <= kLimit) return stages;
+    if (qkv_bytes() + bias_bytes(1) + 2 * block_m * d <= kLimit) return 1;
+    return stages;
   }
   // Where it fits (227 KB a block), the epilogue stages O in a buffer of its own rather than in
   // Q's, so that the next tile's Q loads under the epilogue (a persistent CTA's next tile).

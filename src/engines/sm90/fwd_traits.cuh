@@ -31,7 +31,8 @@ struct FwdTraitsOf {
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
   static constexpr bool kScoreMod = kScoreMod_;
-  static constexpr bool kOwnO = kShape.own_o(kScoreMod);  // fwd_tiles.h
+  static constexpr int kBiasStages = kShape.bias_stages();  // fwd_tiles.h
+  static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
 
   using BM = cute::Int<kBlockM>;
@@ -55,7 +56,7 @@ struct FwdTraitsOf {
   // The bias tiles (query rows x keys), written by TMA in 64-column boxes as Q's tile is: the
   // swizzle spreads a warp's reads of 8 rows over all 32 banks.
   using SmemLayoutBias =
-      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kStages>>{}));
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, cute::Int<kBiasStages>>{}));
   // V^T(d, n, stage) = V(n, d, stage).
   using SmemLayoutVt = decltype(cute::composition(
       SmemLayoutKV{}, cute::make_ordered_layout(cute::Shape<D, BN, cute::Int<kStages>>{},
@@ -72,7 +73,7 @@ struct FwdTraitsOf {
     uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
     // The score-mod kernel's bias ring, at the end so that the plain kernel's offsets are those
     // it had before the ring existed (its 8 unused elements and barriers are never touched).
-    uint64_t bias_full[kStages], bias_empty[kStages];
+    uint64_t bias_full[kBiasStages], bias_empty[kBiasStages];
     alignas(kScoreMod ? 1024 : 16)
         cute::array_aligned<Element, kScoreMod ? cute::cosize_v<SmemLayoutBias> : 8> bias;
   };
