@@ -1,9 +1,9 @@
 // The sm90 engine's planning, without a GPU: what it takes on sm_90 (forward, f16/bf16, head
-// dims 64/128/256 with d_qk = d_v, TMA-addressable strides, GQA, masks, padding, stats, softcap,
-// sink, a TMA-addressable bias broadcast or not), that
-// explain() names its tile, and the exact reasons it gives when it declines, after which sm80
-// (or generic) serves the problem. Kernels missing from the ci kernel set decline with their
-// own reason; the tests accept that, so they hold for both kernel sets.
+// dims 64/128/256 with d_qk = d_v and 192/128, TMA-addressable strides, GQA, masks, padding, stats,
+// softcap, sink, a TMA-addressable bias broadcast or not), that explain() names its tile, and the
+// exact reasons it gives when it declines, after which sm80 (or generic) serves the problem.
+// Kernels missing from the ci kernel set decline with their own reason; the tests accept that, so
+// they hold for both kernel sets.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -68,6 +68,15 @@ std::vector<Named> served_problems() {
                      .set_softcap(20.0)
                      .set_sink()
                      .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back({"d192x128 gqa causal stats",
+                 Problem::forward(Shape{2, 4, 2, 100, 200, 192, 128}, DType::bf16)
+                     .set_stats()
+                     .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back({"d192x128 f16 bias softcap sink",
+                 Problem::forward(Shape{1, 2, 2, 64, 72, 192, 128}, DType::f16)
+                     .set_bias(1, 2)
+                     .set_softcap(30.0)
+                     .set_sink()});
   {
     // A full-size head dim broadcast by stride 0, and a row stride with a gap.
     Problem p = Problem::forward(Shape{2, 4, 2, 100, 64, 128, 128}, DType::bf16).set_bias(2, 4);
@@ -240,12 +249,12 @@ std::vector<Declined> declined_problems() {
   }
   out.push_back({"negative scale", Problem::forward(d128, DType::bf16).set_scale(-0.5), h100,
                  "scale = -0.500000: sm90 needs a positive scale"});
-  out.push_back({"d192x128", Problem::forward(Shape{1, 2, 2, 64, 64, 192, 128}, DType::bf16), h100,
-                 "head dims d_qk = 192, d_v = 128: sm90 has tiles for d_qk = d_v = 64, 128 or "
-                 "256 only"});
+  out.push_back({"d128x192", Problem::forward(Shape{1, 2, 2, 64, 64, 128, 192}, DType::bf16), h100,
+                 "head dims d_qk = 128, d_v = 192: sm90 has tiles for d_qk = d_v = 64, 128 or "
+                 "256, and d_qk = 192 with d_v = 128, only"});
   out.push_back({"d96", Problem::forward(Shape{1, 2, 2, 64, 64, 96, 96}, DType::f16), h100,
-                 "head dims d_qk = 96, d_v = 96: sm90 has tiles for d_qk = d_v = 64, 128 or 256 "
-                 "only"});
+                 "head dims d_qk = 96, d_v = 96: sm90 has tiles for d_qk = d_v = 64, 128 or 256, "
+                 "and d_qk = 192 with d_v = 128, only"});
   {
     Problem p = Problem::forward(d128, DType::bf16);
     p.set_strides(TensorId::k, {2 * 64 * 256, 64 * 256, 256, 2});

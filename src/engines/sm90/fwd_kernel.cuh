@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       const int ctid = kernels::opaque(tid - 128);
       const FwdTileWork w = fwd_tile_work<T>(p, linear);
       typename T::MmaPV mma_pv;
-      Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::D>{});
+      Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::Dv>{});
       clear(acc_o);
       constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
       kernels::OnlineSoftmax<kRows> softmax;

@@ -31,6 +31,7 @@ struct FwdKernel {
 const FwdKernel* fwd_kernel_d64(DType dtype);
 const FwdKernel* fwd_kernel_d128(DType dtype);
 const FwdKernel* fwd_kernel_d256(DType dtype);
+const FwdKernel* fwd_kernel_d192_128(DType dtype);
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false) {
   const FwdKernel* plain = nullptr;
@@ -43,6 +44,9 @@ inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mo
       break;
     case FwdTile::d256:
       plain = fwd_kernel_d256(dtype);
+      break;
+    case FwdTile::d192_128:
+      plain = fwd_kernel_d192_128(dtype);
       break;
   }
   return plain != nullptr && score_mod ? plain->score_mod : plain;

@@ -4,6 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <type_traits>
+
 #include "engines/sm90/fwd_kernel.cuh"
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_traits.cuh"
@@ -28,6 +31,26 @@ constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nul
                    T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>, score_mod};
 }
 
+// Dev A/B of the softcap's share on the FMA pipe (kernels/softcap_split.cuh), to be removed once
+// measured: FLOE_SM90_SOFTCAP_POLY=0|2|4, read once per process, swaps the bf16 d128 score-mod
+// kernel for one with that many elements in 4 on the FMA pipe (the default is the traits').
+template <class Base, int kPoly>
+struct SoftcapPolyVariant : Base {
+  static constexpr int kSoftcapPolyOf4 = kPoly;
+};
+
+template <FwdTile kTile, class Element>
+FwdKernel score_mod_entry(const char* name) {
+  using T = FwdTraits<kTile, Element, true>;
+  if constexpr (kTile == FwdTile::d128 && std::is_same_v<Element, cute::bfloat16_t>) {
+    const char* env = std::getenv("FLOE_SM90_SOFTCAP_POLY");
+    if (env != nullptr && env[0] == '0') return fwd_entry<SoftcapPolyVariant<T, 0>>(name);
+    if (env != nullptr && env[0] == '2') return fwd_entry<SoftcapPolyVariant<T, 2>>(name);
+    if (env != nullptr && env[0] == '4') return fwd_entry<SoftcapPolyVariant<T, 4>>(name);
+  }
+  return fwd_entry<T>(name);
+}
+
 // A tile's instantiations: {f16, bf16} x {plain, score-mod}; get() returns the plain one, which
 // points at its score-mod sibling.
 template <FwdTile kTile>
@@ -36,7 +59,7 @@ struct FwdTileKernels {
     constexpr int i = static_cast<int>(kTile);
     if (dtype == DType::bf16) {
       static const FwdKernel score_mod =
-          fwd_entry<FwdTraits<kTile, cute::bfloat16_t, true>>(kFwdScoreModKernelNames[i][1]);
+          score_mod_entry<kTile, cute::bfloat16_t>(kFwdScoreModKernelNames[i][1]);
       static const FwdKernel plain =
           fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(kFwdKernelNames[i][1], &score_mod);
       return &plain;

@@ -22,6 +22,7 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
+#include "kernels/softcap_split.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -74,13 +75,12 @@ struct FwdMainloop {
       const int stage = i % kStages;
       const uint32_t phase = (i / kStages) & 1;
       const int n0 = order.at(t) * T::kBlockN;
-      constexpr int kStageElems = T::kBlockN * T::kD;
       // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
       // first pass over the ring does not wait.
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
-      TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKVBytes);
+      TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
-                                   ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+                                   ss.k.data() + stage * T::kBlockN * T::kD, 0, n0, 0, h_kv, b);
       if constexpr (T::kScoreMod) {
         if (p.has_bias) {
           load_bias(p, ss, i % T::kBiasStages, (i / T::kBiasStages) & 1, m0, n0, h, b);
@@ -88,9 +88,9 @@ struct FwdMainloop {
       }
       if (t == 0) load_q(p, ss, m0, h, b, q_phase);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
-      TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kKVBytes);
+      TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
-                                   ss.v.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+                                   ss.v.data() + stage * T::kBlockN * T::kDv, 0, n0, 0, h_kv, b);
     }
   }
 
@@ -126,9 +126,9 @@ struct FwdMainloop {
   // them, on the one tile that has them. Every consumer thread calls this.
   __device__ __forceinline__ static void zero_v_rows(Storage& ss, int stage, int first_row,
                                                      int ctid) {
-    constexpr int kChunks = T::kD / 64;  // 128-byte rows per V row
+    constexpr int kChunks = T::kDv / 64;  // 128-byte rows per V row
     const int rows = T::kBlockN - first_row;
-    uint4* base = reinterpret_cast<uint4*>(ss.v.data() + stage * T::kBlockN * T::kD);
+    uint4* base = reinterpret_cast<uint4*>(ss.v.data() + stage * T::kBlockN * T::kDv);
     // Whole 128-byte lines: the swizzle permutes 16-byte pieces within a line, so the line of
     // (row, chunk) is where it was.
     for (int i = ctid; i < rows * kChunks * 8; i += T::kConsumerThreads) {
@@ -148,7 +148,7 @@ struct FwdMainloop {
                                                  Softmax& softmax) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
-    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutKV{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename T::SmemLayoutVt{});
 
     typename T::MmaQK mma_qk;
@@ -189,7 +189,10 @@ struct FwdMainloop {
       if constexpr (T::kScoreMod) {
         // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
         // FMUL an element fewer), the bias in their unit.
-        if (p.score.has_softcap) kernels::scale_scores(acc_s, p.score);
+        // With a softcap, a share of the tanh's exp2 on the FMA pipe (softcap_split.cuh).
+        if (p.score.has_softcap) {
+          kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
+        }
         if (p.has_bias) {
           const int i = it0 + t;
           const int stage = i % T::kBiasStages;

@@ -111,7 +111,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   FwdChoice c;
   if (!fwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
-           ": sm90 has tiles for d_qk = d_v = 64, 128 or 256 only";
+           ": sm90 has tiles for d_qk = d_v = 64, 128 or 256, and d_qk = 192 with d_v = 128, only";
   }
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   if (std::string why = check_tma_bias(f); !why.empty()) return why;
