@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "engines/sm90/fwd_kernel.cuh"
@@ -31,22 +32,23 @@ constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nul
                    T::kBlockN, &fwd_prepare<T>, &fwd_launch<T>, score_mod};
 }
 
-// Dev A/B of the softcap's share on the FMA pipe (kernels/softcap_split.cuh), to be removed once
-// measured: FLOE_SM90_SOFTCAP_POLY=0|2|4, read once per process, swaps the bf16 d128 score-mod
-// kernel for one with that many elements in 4 on the FMA pipe (the default is the traits').
-template <class Base, int kPoly>
-struct SoftcapPolyVariant : Base {
+// Dev A/B of the score-mod kernel, to be removed once measured: FLOE_SM90_SCORE_MOD_AB=flat (no
+// pingpong) or pp2 (pingpong, 2 elements in 4 of the softcap's exp2 on the FMA pipe), read once
+// per process, swaps the bf16 d128 score-mod kernel (the default is the traits').
+template <class Base, int kPoly, bool kPP>
+struct ScoreModVariant : Base {
   static constexpr int kSoftcapPolyOf4 = kPoly;
+  static constexpr bool kPingpong = kPP;
 };
 
 template <FwdTile kTile, class Element>
 FwdKernel score_mod_entry(const char* name) {
   using T = FwdTraits<kTile, Element, true>;
   if constexpr (kTile == FwdTile::d128 && std::is_same_v<Element, cute::bfloat16_t>) {
-    const char* env = std::getenv("FLOE_SM90_SOFTCAP_POLY");
-    if (env != nullptr && env[0] == '0') return fwd_entry<SoftcapPolyVariant<T, 0>>(name);
-    if (env != nullptr && env[0] == '2') return fwd_entry<SoftcapPolyVariant<T, 2>>(name);
-    if (env != nullptr && env[0] == '4') return fwd_entry<SoftcapPolyVariant<T, 4>>(name);
+    const char* env = std::getenv("FLOE_SM90_SCORE_MOD_AB");
+    const std::string ab = env != nullptr ? env : "";
+    if (ab == "flat") return fwd_entry<ScoreModVariant<T, 0, false>>(name);
+    if (ab == "pp2") return fwd_entry<ScoreModVariant<T, 2, true>>(name);
   }
   return fwd_entry<T>(name);
 }

@@ -226,7 +226,10 @@ struct FwdMainloop {
 
     // Pingpong: a warpgroup issues its products only on its turn, and hands the turn over once
     // they are issued, so the two alternate on the tensor cores and each one's softmax runs
-    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn.
+    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn of the CTA's first
+    // tile (it0 == 0): each warpgroup takes as many turns a tile as it passes, so every later tile
+    // starts with the turn at warpgroup 0 (a hand-over per tile would pile up arrivals on a named
+    // barrier once a persistent CTA walks several tiles).
     const int wg = ctid / 128;
     auto take_turn = [&]() __attribute__((always_inline)) {
       if constexpr (T::kPingpong) {
@@ -238,7 +241,7 @@ struct FwdMainloop {
         cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, kTurnBarrier + (wg ^ 1));
       }
     };
-    if (wg == 1) pass_turn();
+    if (wg == 1 && it0 == 0) pass_turn();
 
     // The first tile alone: O is still zero, so nothing overlaps its softmax.
     auto first = [&](auto kind) __attribute__((always_inline)) {

@@ -30,14 +30,16 @@ struct FwdTraitsOf {
       "", kD, kBlockM, kBlockN, kStages, kConsumerWarpgroups, kPingpong_, kDv};
   static constexpr int kThreads = kShape.threads();
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr bool kPingpong = kPingpong_ && kConsumerWarpgroups == 2;
+  // The score-mod kernel takes turns wherever two consumers do: its softmax (a softcap's three
+  // MUFU operations a score) outlasts the products, which pingpong keeps busy meanwhile.
+  static constexpr bool kPingpong = (kPingpong_ || kScoreMod_) && kConsumerWarpgroups == 2;
   static constexpr bool kScoreMod = kScoreMod_;
   static constexpr int kBiasStages = kShape.bias_stages();  // fwd_tiles.h
   static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
   // The score-mod kernel's softcap: how many elements in 4 take the tanh's exp2 on the FMA pipe
   // (kernels/softcap_split.cuh), the rest on the MUFU.
-  static constexpr int kSoftcapPolyOf4 = 3;
+  static constexpr int kSoftcapPolyOf4 = 0;
 
   using BM = cute::Int<kBlockM>;
   using BN = cute::Int<kBlockN>;
