@@ -24,7 +24,7 @@ bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   detail::sm90::FwdTile tile;
   if (!detail::sm90::fwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
-  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias);
+  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias) || p.has(TensorId::sink);
   return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod) != nullptr;
 }
 
@@ -168,8 +168,8 @@ TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
   }
 }
 
-// Softcap and bias take the score-mod kernel, a sink alone the plain one (its epilogue folds the
-// sink in), and the plan line says which features it serves; a plain problem's says none.
+// Softcap, bias and sink take the score-mod kernel (the plain one stays as it was), and the plan
+// line says which features it serves; a plain problem's says none.
 TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
   const Shape shape{2, 4, 2, 128, 128, 128, 128};
   Problem p = Problem::forward(shape, DType::bf16).set_bias(1, 4).set_softcap(30.0).set_sink();
@@ -186,8 +186,7 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
 
   plan = Plan::build(Problem::forward(shape, DType::bf16).set_sink(), Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
-      << plan->explain();
+  EXPECT_NE(plan->explain().find("_score_mod: tile d128"), std::string::npos) << plan->explain();
   EXPECT_NE(plan->explain().find("; score mods: sink"), std::string::npos) << plan->explain();
 
   plan = Plan::build(Problem::forward(shape, DType::bf16), Target::cuda_arch(90));

@@ -30,10 +30,12 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  // The sink joins the denominator, in either kernel: a sink alone takes the plain one (its main
-  // loop is the plain problem's; the score-mod kernel's measured x1.04-1.06 on a sink).
-  const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
-  softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
+  if constexpr (T::kScoreMod) {  // the sink joins the denominator
+    const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
+    softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
+  } else {
+    softmax.finalize(p.score.scale_log2, false, 0.f, factor, lse);
+  }
 
   // Registers -> shared: two neighbouring columns a 4-byte store (the swizzle moves 16-byte
   // pieces, so a pair stays contiguous).

@@ -125,9 +125,9 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
            " query tiles exceed sm90's 2^31 - 1 CTAs";
   }
-  // The plain kernel keeps the scale folded into the exponent and knows no score mod but the sink
-  // (its epilogue folds it into the denominator); a negative scale is declined above.
-  c.score_mod = f.has_softcap || f.has(TensorId::bias);
+  // The plain kernel keeps the scale folded into the exponent and knows no score mod; a negative
+  // scale is declined above.
+  c.score_mod = f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink);
   c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
