@@ -5,7 +5,11 @@
 // FMA pipe's rate) then outlasts the tile's GEMMs. FlashAttention 4's lever (HOPPER.md §5): compute
 // a share of the exp2s by a polynomial on the FMA pipe, so that both units finish about together.
 // Here the share is of the tanh's exp2, the one inside the score: P's exp2 (kernels/
-// online_softmax.cuh) stays as it is for every kernel.
+// online_softmax.cuh) stays as it is for every kernel. On the H200 (sm90 d128, S 4096) every share
+// measured slower than none (0 / 2 / 3 / 4 in 4: 1.367 / 1.379 / 1.471 / 1.527 ms; plain 0.817):
+// the softmax is bound by issue slots as much as by the MUFU, and exp2_poly's 10 instructions cost
+// more than the MUFU operation they replace. sm90 uses kPolyOf4 = 0 (the one-FFMA last step
+// remains); the polynomial stays for a part whose balance differs.
 //
 // The tanh's exp2 needs fp32 accuracy, not bf16's: a relative error e in 2^x moves tanh by at most
 // e / 2 and the score by cap * e / 2 (the harness allows cap * 2^-20 for the whole tanh). Degree 5

@@ -24,8 +24,9 @@ bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   detail::sm90::FwdTile tile;
   if (!detail::sm90::fwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
-  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias) || p.has(TensorId::sink);
-  return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod) != nullptr;
+  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias);
+  return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod,
+                                       !score_mod && p.has(TensorId::sink)) != nullptr;
 }
 
 struct Named {
@@ -168,8 +169,9 @@ TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
   }
 }
 
-// Softcap, bias and sink take the score-mod kernel (the plain one stays as it was), and the plan
-// line says which features it serves; a plain problem's says none.
+// Softcap and bias (and a sink beside them) take the score-mod kernel, a sink alone the plain
+// kernel's sink sibling (the plain one stays as it was), and the plan line says which features it
+// serves; a plain problem's says none.
 TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
   const Shape shape{2, 4, 2, 128, 128, 128, 128};
   Problem p = Problem::forward(shape, DType::bf16).set_bias(1, 4).set_softcap(30.0).set_sink();
@@ -186,7 +188,8 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
 
   plan = Plan::build(Problem::forward(shape, DType::bf16).set_sink(), Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find("_score_mod: tile d128"), std::string::npos) << plan->explain();
+  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16_sink: tile d128"), std::string::npos)
+      << plan->explain();
   EXPECT_NE(plan->explain().find("; score mods: sink"), std::string::npos) << plan->explain();
 
   plan = Plan::build(Problem::forward(shape, DType::bf16), Target::cuda_arch(90));
@@ -208,6 +211,11 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
             detail::sm90::fwd_tile_shape(detail::sm90::FwdTile::d128).smem_bytes(true));
   EXPECT_LE(m->smem_bytes, 227 * 1024);
   EXPECT_EQ(m->threads, 384);
+  const auto* s =
+      detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, false, true);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s, k->sink);
+  EXPECT_EQ(s->smem_bytes, k->smem_bytes);  // the plain kernel's storage
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }
 

@@ -30,7 +30,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  if constexpr (T::kScoreMod) {  // the sink joins the denominator
+  if constexpr (T::kSink) {  // the sink joins the denominator
     const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
     softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
   } else {

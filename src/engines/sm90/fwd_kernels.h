@@ -22,8 +22,11 @@ struct FwdKernel {
   cudaError_t (*prepare)();
   // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
   cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
-  // The plain entry's score-mod sibling (softcap, bias, sink); null in the score-mod entry.
+  // The plain entry's siblings (null in theirs): the score-mod kernel (softcap, bias, and a sink
+  // beside them), and the sink kernel (a sink alone: the plain main loop, the sink folded in by
+  // the epilogue).
   const FwdKernel* score_mod = nullptr;
+  const FwdKernel* sink = nullptr;
 };
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
@@ -33,7 +36,8 @@ const FwdKernel* fwd_kernel_d128(DType dtype);
 const FwdKernel* fwd_kernel_d256(DType dtype);
 const FwdKernel* fwd_kernel_d192_128(DType dtype);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false) {
+inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false,
+                                        bool sink = false) {
   const FwdKernel* plain = nullptr;
   switch (tile) {
     case FwdTile::d64:
@@ -49,7 +53,8 @@ inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mo
       plain = fwd_kernel_d192_128(dtype);
       break;
   }
-  return plain != nullptr && score_mod ? plain->score_mod : plain;
+  if (plain == nullptr) return nullptr;
+  return score_mod ? plain->score_mod : sink ? plain->sink : plain;
 }
 
 }  // namespace floe::detail::sm90

@@ -48,7 +48,8 @@ bool heavy_last_m(const Facts& f) {
 
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
-  bool score_mod = false;  // softcap, bias or sink: the score-mod kernel
+  bool score_mod = false;  // softcap or bias (and a sink beside them): the score-mod kernel
+  bool sink = false;       // a sink alone: the plain kernel's sink sibling
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
@@ -125,13 +126,17 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
            " query tiles exceed sm90's 2^31 - 1 CTAs";
   }
-  // The plain kernel keeps the scale folded into the exponent and knows no score mod; a negative
-  // scale is declined above.
-  c.score_mod = f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink);
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
+  // The plain kernel keeps the scale folded into the exponent and knows no score mod; its sink
+  // sibling folds a sink in at the end; a negative scale is declined above.
+  c.score_mod = f.has_softcap || f.has(TensorId::bias);
+  c.sink = !c.score_mod && f.has(TensorId::sink);
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
-           to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ")");
+           to_string(f.dtype) +
+           (c.score_mod ? ", score-mod)"
+            : c.sink    ? ", sink)"
+                        : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +

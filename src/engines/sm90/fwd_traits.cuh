@@ -34,6 +34,9 @@ struct FwdTraitsOf {
   // MUFU operations a score) outlasts the products, which pingpong keeps busy meanwhile.
   static constexpr bool kPingpong = (kPingpong_ || kScoreMod_) && kConsumerWarpgroups == 2;
   static constexpr bool kScoreMod = kScoreMod_;
+  // The epilogue folds in the sink: the score-mod kernel, and the plain kernel's sink sibling
+  // (SinkTraits, fwd_launch.cuh); the plain kernel's epilogue has no sink code.
+  static constexpr bool kSink = kScoreMod_;
   static constexpr int kBiasStages = kShape.bias_stages();  // fwd_tiles.h
   static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
