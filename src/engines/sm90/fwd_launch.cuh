@@ -31,9 +31,9 @@ constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nul
 }
 
 // The plain kernel's sink sibling: its main loop, and the sink in the epilogue. A sink alone costs
-// 3-4% in the score-mod kernel (its branches and code size in the main loop), while the sink in the
-// plain kernel itself slowed plain problems by 0.4-4% (ptxas scheduled its main loop differently):
-// hence a kernel of its own (H200 measurements in README.md).
+// 3-4% in the score-mod kernel (measured; its main loop carries the softcap's and the bias's code),
+// while the sink in the plain kernel itself slowed plain problems by 0.4-4% (ptxas scheduled its
+// main loop differently): hence a kernel of its own (H200 measurements in README.md).
 template <class Base>
 struct SinkTraits : Base {
   static constexpr bool kSink = true;
