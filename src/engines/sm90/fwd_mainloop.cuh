@@ -189,7 +189,8 @@ struct FwdMainloop {
       if constexpr (T::kScoreMod) {
         // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
         // FMUL an element fewer), the bias in their unit.
-        // With a softcap, a share of the tanh's exp2 on the FMA pipe (softcap_split.cuh).
+        // The softcap: softcap_split.cuh, with the traits' share of the tanh's exp2 on the FMA pipe
+        // (none: every share measured slower on the H200).
         if (p.score.has_softcap) {
           kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
         }
