@@ -1,9 +1,9 @@
 // The sm90 engine's planning, without a GPU: what it takes on sm_90 (forward, f16/bf16, head
-// dims 64/128/256 with d_qk = d_v, TMA-addressable strides, GQA, masks, padding, stats, softcap,
-// sink, a TMA-addressable bias broadcast or not), that
-// explain() names its tile, and the exact reasons it gives when it declines, after which sm80
-// (or generic) serves the problem. Kernels missing from the ci kernel set decline with their
-// own reason; the tests accept that, so they hold for both kernel sets.
+// dims 64/128/256 with d_qk = d_v and 192/128, TMA-addressable strides, GQA, masks, padding, stats,
+// softcap, sink, a TMA-addressable bias broadcast or not), that explain() names its tile, and the
+// exact reasons it gives when it declines, after which sm80 (or generic) serves the problem.
+// Kernels missing from the ci kernel set decline with their own reason; the tests accept that, so
+// they hold for both kernel sets.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,8 +24,9 @@ bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   detail::sm90::FwdTile tile;
   if (!detail::sm90::fwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
-  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias) || p.has(TensorId::sink);
-  return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod) != nullptr;
+  const bool score_mod = p.softcap().has_value() || p.has(TensorId::bias);
+  return detail::sm90::find_fwd_kernel(tile, p.dtype(), score_mod,
+                                       !score_mod && p.has(TensorId::sink)) != nullptr;
 }
 
 struct Named {
@@ -68,6 +69,15 @@ std::vector<Named> served_problems() {
                      .set_softcap(20.0)
                      .set_sink()
                      .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back({"d192x128 gqa causal stats",
+                 Problem::forward(Shape{2, 4, 2, 100, 200, 192, 128}, DType::bf16)
+                     .set_stats()
+                     .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back({"d192x128 f16 bias softcap sink",
+                 Problem::forward(Shape{1, 2, 2, 64, 72, 192, 128}, DType::f16)
+                     .set_bias(1, 2)
+                     .set_softcap(30.0)
+                     .set_sink()});
   {
     // A full-size head dim broadcast by stride 0, and a row stride with a gap.
     Problem p = Problem::forward(Shape{2, 4, 2, 100, 64, 128, 128}, DType::bf16).set_bias(2, 4);
@@ -159,8 +169,9 @@ TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
   }
 }
 
-// Softcap, bias and sink take the score-mod kernel (the plain one stays as it was), and the plan
-// line says which features it serves; a plain problem's says none.
+// Softcap and bias (and a sink beside them) take the score-mod kernel, a sink alone the plain
+// kernel's sink sibling (the plain one stays as it was), and the plan line says which features it
+// serves; a plain problem's says none.
 TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
   const Shape shape{2, 4, 2, 128, 128, 128, 128};
   Problem p = Problem::forward(shape, DType::bf16).set_bias(1, 4).set_softcap(30.0).set_sink();
@@ -177,7 +188,8 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
 
   plan = Plan::build(Problem::forward(shape, DType::bf16).set_sink(), Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find("_score_mod: tile d128"), std::string::npos) << plan->explain();
+  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16_sink: tile d128"), std::string::npos)
+      << plan->explain();
   EXPECT_NE(plan->explain().find("; score mods: sink"), std::string::npos) << plan->explain();
 
   plan = Plan::build(Problem::forward(shape, DType::bf16), Target::cuda_arch(90));
@@ -199,6 +211,11 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
             detail::sm90::fwd_tile_shape(detail::sm90::FwdTile::d128).smem_bytes(true));
   EXPECT_LE(m->smem_bytes, 227 * 1024);
   EXPECT_EQ(m->threads, 384);
+  const auto* s =
+      detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, false, true);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s, k->sink);
+  EXPECT_EQ(s->smem_bytes, k->smem_bytes);  // the plain kernel's storage
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }
 
@@ -240,12 +257,12 @@ std::vector<Declined> declined_problems() {
   }
   out.push_back({"negative scale", Problem::forward(d128, DType::bf16).set_scale(-0.5), h100,
                  "scale = -0.500000: sm90 needs a positive scale"});
-  out.push_back({"d192x128", Problem::forward(Shape{1, 2, 2, 64, 64, 192, 128}, DType::bf16), h100,
-                 "head dims d_qk = 192, d_v = 128: sm90 has tiles for d_qk = d_v = 64, 128 or "
-                 "256 only"});
+  out.push_back({"d128x192", Problem::forward(Shape{1, 2, 2, 64, 64, 128, 192}, DType::bf16), h100,
+                 "head dims d_qk = 128, d_v = 192: sm90 has tiles for d_qk = d_v = 64, 128 or "
+                 "256, and d_qk = 192 with d_v = 128, only"});
   out.push_back({"d96", Problem::forward(Shape{1, 2, 2, 64, 64, 96, 96}, DType::f16), h100,
-                 "head dims d_qk = 96, d_v = 96: sm90 has tiles for d_qk = d_v = 64, 128 or 256 "
-                 "only"});
+                 "head dims d_qk = 96, d_v = 96: sm90 has tiles for d_qk = d_v = 64, 128 or 256, "
+                 "and d_qk = 192 with d_v = 128, only"});
   {
     Problem p = Problem::forward(d128, DType::bf16);
     p.set_strides(TensorId::k, {2 * 64 * 256, 64 * 256, 256, 2});

@@ -83,6 +83,17 @@ HarnessSettings read_settings() {
     }
     s.smem_limit_kb = static_cast<int>(kb);
   }
+  const std::string dims = env_or("FLOE_HEAD_DIMS", "");
+  if (!dims.empty()) {
+    char* end = nullptr;
+    const long dqk = std::strtol(dims.c_str(), &end, 10);
+    const long dv = *end == '/' ? std::strtol(end + 1, &end, 10) : 0;
+    if (*end != '\0' || dqk < 1 || dv < 1 || dqk > 256 || dv > 256) {
+      bad_env("FLOE_HEAD_DIMS", dims, "DQK/DV, each 1 to 256 (e.g. 192/128)");
+    }
+    s.head_dim_qk = dqk;
+    s.head_dim_v = dv;
+  }
   s.failure_dir = env_or("FLOE_FAILURE_DIR", build_dir() + "/failures/" + seed_string(s.seed));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = env_or("FLOE_HARNESS_THREADS", std::to_string(hw));

@@ -17,6 +17,9 @@
 //                        block (sm_86/sm_89: 99, A100: 163): the engines pick the tiles of that
 //                        part and they run on this one (the battery, and every test planning
 //                        through build_plan); unset or 0: the device's own limit
+//   FLOE_HEAD_DIMS       DQK/DV (e.g. 192/128): every random case takes these head dims (drawn
+//                        as usual, then replaced, so the rest of each case is the same), to
+//                        test one tile of a pinned engine; unset: random head dims
 #pragma once
 
 #include <cstdint>
@@ -37,7 +40,8 @@ struct HarnessSettings {
   std::string report_file;  // empty: stdout only
   bool aligned_layouts = false;
   std::string directions = "both";
-  int smem_limit_kb = 0;  // 0: the device's
+  int smem_limit_kb = 0;                    // 0: the device's
+  int64_t head_dim_qk = 0, head_dim_v = 0;  // FLOE_HEAD_DIMS; 0: random
 };
 
 // Reads the variables above once; later calls return the same settings.

@@ -201,6 +201,10 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
     skv = draw_length(rng, lim.max_s_kv, 0.10);
     dqk = draw_head_dim(rng, lim.max_d);
     dv = rng.chance(0.5) ? dqk : draw_head_dim(rng, lim.max_d);
+    if (harness_settings().head_dim_qk > 0) {  // FLOE_HEAD_DIMS: drawn, then replaced
+      dqk = harness_settings().head_dim_qk;
+      dv = harness_settings().head_dim_v;
+    }
     if (b * hq * sq * skv * (dqk + dv) <= lim.max_work) break;
     b = hq = hkv = sq = skv = 1;  // the fallback if no draw fits
     dqk = dv = 8;

@@ -25,12 +25,12 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   typename T::MmaPV mma_pv;
   auto thr_pv = mma_pv.get_thread_slice(ctid);
   Tensor tOcO =
-      thr_pv.partition_C(make_identity_tensor(cute::Shape<typename T::BM, typename T::D>{}));
+      thr_pv.partition_C(make_identity_tensor(cute::Shape<typename T::BM, typename T::Dv>{}));
   auto o = gmma_row_col(acc_o);
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  if constexpr (T::kScoreMod) {  // the sink joins the denominator
+  if constexpr (T::kSink) {  // the sink joins the denominator
     const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
     softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
   } else {
@@ -40,7 +40,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   // Registers -> shared: two neighbouring columns a 4-byte store (the swizzle moves 16-byte
   // pieces, so a pair stays contiguous).
   Tensor sO =
-      make_tensor(make_smem_ptr(T::kOwnO ? ss.o.data() : ss.q.data()), typename T::SmemLayoutQ{});
+      make_tensor(make_smem_ptr(T::kOwnO ? ss.o.data() : ss.q.data()), typename T::SmemLayoutO{});
   const int wg = ctid / 128, tid = ctid % 128;
   // O's own buffer: the warpgroup's previous tile may still be reading its rows (below).
   if constexpr (T::kOwnO) cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
@@ -63,7 +63,7 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + wg);
 
   // Shared -> global: this warpgroup's 64 rows, 16 bytes a thread, rows past s_q skipped.
-  constexpr int kPieces = T::kD / 8;  // 16-byte pieces a row
+  constexpr int kPieces = T::kDv / 8;  // 16-byte pieces a row
   Element* o_bh = static_cast<Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h;
   const int row0 = wg * 64;
   static_assert(64 * kPieces % 128 == 0, "whole passes of the warpgroup");

@@ -80,7 +80,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       cutlass::arch::ClusterTransactionBarrier::init(&ss.v_full[s], 1);
       cutlass::arch::ClusterBarrier::init(&ss.k_empty[s], T::kConsumerThreads);
       cutlass::arch::ClusterBarrier::init(&ss.v_empty[s], T::kConsumerThreads);
-      if constexpr (T::kScoreMod) {
+    }
+    if constexpr (T::kScoreMod) {
+      CUTE_UNROLL
+      for (int s = 0; s < T::kBiasStages; ++s) {
         cutlass::arch::ClusterTransactionBarrier::init(&ss.bias_full[s], 1);
         cutlass::arch::ClusterBarrier::init(&ss.bias_empty[s], T::kConsumerThreads);
       }
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       const int ctid = kernels::opaque(tid - 128);
       const FwdTileWork w = fwd_tile_work<T>(p, linear);
       typename T::MmaPV mma_pv;
-      Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::D>{});
+      Tensor acc_o = partition_fragment_C(mma_pv, cute::Shape<typename T::BM, typename T::Dv>{});
       clear(acc_o);
       constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
       kernels::OnlineSoftmax<kRows> softmax;

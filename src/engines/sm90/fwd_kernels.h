@@ -25,8 +25,11 @@ struct FwdKernel {
   // The kernel itself, for launches through the driver (engines/kernel_launch.h): the plan
   // resolves its function once; launch above serves a thread whose context is not the plan's.
   void (*symbol)(FwdParams);
-  // The plain entry's score-mod sibling (softcap, bias, sink); null in the score-mod entry.
+  // The plain entry's siblings (null in theirs): the score-mod kernel (softcap, bias, and a sink
+  // beside them), and the sink kernel (a sink alone: the plain main loop, the sink folded in by
+  // the epilogue).
   const FwdKernel* score_mod = nullptr;
+  const FwdKernel* sink = nullptr;
 };
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
@@ -34,8 +37,10 @@ struct FwdKernel {
 const FwdKernel* fwd_kernel_d64(DType dtype);
 const FwdKernel* fwd_kernel_d128(DType dtype);
 const FwdKernel* fwd_kernel_d256(DType dtype);
+const FwdKernel* fwd_kernel_d192_128(DType dtype);
 
-inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false) {
+inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false,
+                                        bool sink = false) {
   const FwdKernel* plain = nullptr;
   switch (tile) {
     case FwdTile::d64:
@@ -47,8 +52,12 @@ inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mo
     case FwdTile::d256:
       plain = fwd_kernel_d256(dtype);
       break;
+    case FwdTile::d192_128:
+      plain = fwd_kernel_d192_128(dtype);
+      break;
   }
-  return plain != nullptr && score_mod ? plain->score_mod : plain;
+  if (plain == nullptr) return nullptr;
+  return score_mod ? plain->score_mod : sink ? plain->sink : plain;
 }
 
 }  // namespace floe::detail::sm90

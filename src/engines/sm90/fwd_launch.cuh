@@ -23,14 +23,25 @@ cudaError_t fwd_launch(const FwdParams& params, unsigned grid, cudaStream_t stre
 }
 
 template <class T>
-constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nullptr) {
+constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nullptr,
+                              const FwdKernel* sink = nullptr) {
   return FwdKernel{name,           T::kThreads,    T::kSmemBytes,
                    T::kBlockM,     T::kBlockN,     &fwd_prepare<T>,
-                   &fwd_launch<T>, &fwd_kernel<T>, score_mod};
+                   &fwd_launch<T>, &fwd_kernel<T>, score_mod,
+                   sink};
 }
 
-// A tile's instantiations: {f16, bf16} x {plain, score-mod}; get() returns the plain one, which
-// points at its score-mod sibling.
+// The plain kernel's sink sibling: its main loop, and the sink in the epilogue. A sink alone costs
+// 3-4% in the score-mod kernel (measured; its main loop carries the softcap's and the bias's code),
+// while the sink in the plain kernel itself slowed plain problems by 0.4-4% (ptxas scheduled its
+// main loop differently): hence a kernel of its own (H200 measurements in README.md).
+template <class Base>
+struct SinkTraits : Base {
+  static constexpr bool kSink = true;
+};
+
+// A tile's instantiations: {f16, bf16} x {plain, sink, score-mod}; get() returns the plain one,
+// which points at its siblings.
 template <FwdTile kTile>
 struct FwdTileKernels {
   static const FwdKernel* get(DType dtype) {
@@ -38,15 +49,19 @@ struct FwdTileKernels {
     if (dtype == DType::bf16) {
       static const FwdKernel score_mod =
           fwd_entry<FwdTraits<kTile, cute::bfloat16_t, true>>(kFwdScoreModKernelNames[i][1]);
+      static const FwdKernel sink =
+          fwd_entry<SinkTraits<FwdTraits<kTile, cute::bfloat16_t>>>(kFwdSinkKernelNames[i][1]);
       static const FwdKernel plain =
-          fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(kFwdKernelNames[i][1], &score_mod);
+          fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(kFwdKernelNames[i][1], &score_mod, &sink);
       return &plain;
     }
     if (dtype == DType::f16) {
       static const FwdKernel score_mod =
           fwd_entry<FwdTraits<kTile, cute::half_t, true>>(kFwdScoreModKernelNames[i][0]);
+      static const FwdKernel sink =
+          fwd_entry<SinkTraits<FwdTraits<kTile, cute::half_t>>>(kFwdSinkKernelNames[i][0]);
       static const FwdKernel plain =
-          fwd_entry<FwdTraits<kTile, cute::half_t>>(kFwdKernelNames[i][0], &score_mod);
+          fwd_entry<FwdTraits<kTile, cute::half_t>>(kFwdKernelNames[i][0], &score_mod, &sink);
       return &plain;
     }
     return nullptr;

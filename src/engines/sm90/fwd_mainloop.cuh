@@ -22,6 +22,7 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
+#include "kernels/softcap_split.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -74,21 +75,22 @@ struct FwdMainloop {
       const int stage = i % kStages;
       const uint32_t phase = (i / kStages) & 1;
       const int n0 = order.at(t) * T::kBlockN;
-      constexpr int kStageElems = T::kBlockN * T::kD;
       // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
       // first pass over the ring does not wait.
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
-      TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKVBytes);
+      TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
-                                   ss.k.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+                                   ss.k.data() + stage * T::kBlockN * T::kD, 0, n0, 0, h_kv, b);
       if constexpr (T::kScoreMod) {
-        if (p.has_bias) load_bias(p, ss, stage, phase, m0, n0, h, b);
+        if (p.has_bias) {
+          load_bias(p, ss, i % T::kBiasStages, (i / T::kBiasStages) & 1, m0, n0, h, b);
+        }
       }
       if (t == 0) load_q(p, ss, m0, h, b, q_phase);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
-      TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kKVBytes);
+      TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
-                                   ss.v.data() + stage * kStageElems, 0, n0, 0, h_kv, b);
+                                   ss.v.data() + stage * T::kBlockN * T::kDv, 0, n0, 0, h_kv, b);
     }
   }
 
@@ -103,7 +105,9 @@ struct FwdMainloop {
 
   // The bias tile of (query rows m0.., keys n0..) into the bias ring's `stage`, in boxes of 64
   // keys (TMA zero-fills past s_q and s_kv); a broadcast dim takes coordinate 0 (fwd_params.h).
-  // It is read right after S, so it goes with K.
+  // It is read right after S, so it goes with K. With a one-stage ring (d128) the stage frees once
+  // the consumers have added the previous tile's bias, before they free V's stage: V is not held
+  // up.
   __device__ __forceinline__ static void load_bias(const FwdParams& p, Storage& ss, int stage,
                                                    uint32_t phase, int m0, int n0, int h, int b) {
     constexpr int kStageElems = T::kBlockM * T::kBlockN;
@@ -122,9 +126,9 @@ struct FwdMainloop {
   // them, on the one tile that has them. Every consumer thread calls this.
   __device__ __forceinline__ static void zero_v_rows(Storage& ss, int stage, int first_row,
                                                      int ctid) {
-    constexpr int kChunks = T::kD / 64;  // 128-byte rows per V row
+    constexpr int kChunks = T::kDv / 64;  // 128-byte rows per V row
     const int rows = T::kBlockN - first_row;
-    uint4* base = reinterpret_cast<uint4*>(ss.v.data() + stage * T::kBlockN * T::kD);
+    uint4* base = reinterpret_cast<uint4*>(ss.v.data() + stage * T::kBlockN * T::kDv);
     // Whole 128-byte lines: the swizzle permutes 16-byte pieces within a line, so the line of
     // (row, chunk) is where it was.
     for (int i = ctid; i < rows * kChunks * 8; i += T::kConsumerThreads) {
@@ -144,7 +148,7 @@ struct FwdMainloop {
                                                  Softmax& softmax) {
     using namespace cute;
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
-    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutKV{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename T::SmemLayoutVt{});
 
     typename T::MmaQK mma_qk;
@@ -185,19 +189,24 @@ struct FwdMainloop {
       if constexpr (T::kScoreMod) {
         // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
         // FMUL an element fewer), the bias in their unit.
-        if (p.score.has_softcap) kernels::scale_scores(acc_s, p.score);
+        // The softcap: softcap_split.cuh, with the traits' share of the tanh's exp2 on the FMA pipe
+        // (none: every share measured slower on the H200).
+        if (p.score.has_softcap) {
+          kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
+        }
         if (p.has_bias) {
           const int i = it0 + t;
-          TxBarrier::wait(&ss.bias_full[i % kStages], (i / kStages) & 1);
+          const int stage = i % T::kBiasStages;
+          TxBarrier::wait(&ss.bias_full[stage], (i / T::kBiasStages) & 1);
           static_assert(decltype(size<0>(gmma_row_col(acc_s)))::value == 2 &&
                             decltype(size<1>(gmma_row_col(acc_s)))::value == T::kBlockN / 4,
                         "GmmaBiasTile reads one 64 x kBlockN GMMA per warpgroup");
           // Addresses from the opaque thread index: recomputed each tile, not hoisted and kept
           // live.
           const GmmaBiasTile<Element, T::kBlockM> bias(
-              ss.bias.data() + (i % kStages) * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
+              ss.bias.data() + stage * T::kBlockM * T::kBlockN, kernels::opaque(ctid));
           kernels::add_bias_tile(gmma_row_col(acc_s), bias, p.bias_unit);
-          Barrier::arrive(&ss.bias_empty[i % kStages]);
+          Barrier::arrive(&ss.bias_empty[stage]);
         }
       }
       constexpr int kMask = decltype(kind)::value;
@@ -218,7 +227,10 @@ struct FwdMainloop {
 
     // Pingpong: a warpgroup issues its products only on its turn, and hands the turn over once
     // they are issued, so the two alternate on the tensor cores and each one's softmax runs
-    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn.
+    // under the other's products. Warpgroup 1 hands warpgroup 0 the first turn of the CTA's first
+    // tile (it0 == 0): each warpgroup takes as many turns a tile as it passes, so every later tile
+    // starts with the turn at warpgroup 0 (a hand-over per tile would pile up arrivals on a named
+    // barrier once a persistent CTA walks several tiles).
     const int wg = ctid / 128;
     auto take_turn = [&]() __attribute__((always_inline)) {
       if constexpr (T::kPingpong) {
@@ -230,7 +242,7 @@ struct FwdMainloop {
         cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, kTurnBarrier + (wg ^ 1));
       }
     };
-    if (wg == 1) pass_turn();
+    if (wg == 1 && it0 == 0) pass_turn();
 
     // The first tile alone: O is still zero, so nothing overlaps its softmax.
     auto first = [&](auto kind) __attribute__((always_inline)) {

@@ -48,7 +48,8 @@ bool heavy_last_m(const Facts& f) {
 
 struct FwdChoice {
   FwdTile tile = FwdTile::d128;
-  bool score_mod = false;  // softcap, bias or sink: the score-mod kernel
+  bool score_mod = false;  // softcap or bias (and a sink beside them): the score-mod kernel
+  bool sink = false;       // a sink alone: the plain kernel's sink sibling
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
@@ -111,7 +112,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   FwdChoice c;
   if (!fwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
-           ": sm90 has tiles for d_qk = d_v = 64, 128 or 256 only";
+           ": sm90 has tiles for d_qk = d_v = 64, 128 or 256, and d_qk = 192 with d_v = 128, only";
   }
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   if (std::string why = check_tma_bias(f); !why.empty()) return why;
@@ -125,13 +126,17 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
     return "grid: " + std::to_string(m_blocks * f.h_q * f.b) +
            " query tiles exceed sm90's 2^31 - 1 CTAs";
   }
-  // The plain kernel keeps the scale folded into the exponent and knows no score mod; a negative
-  // scale is declined above.
-  c.score_mod = f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink);
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod);
+  // The plain kernel keeps the scale folded into the exponent and knows no score mod; its sink
+  // sibling folds a sink in at the end; a negative scale is declined above.
+  c.score_mod = f.has_softcap || f.has(TensorId::bias);
+  c.sink = !c.score_mod && f.has(TensorId::sink);
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
-           to_string(f.dtype) + (c.score_mod ? ", score-mod)" : ")");
+           to_string(f.dtype) +
+           (c.score_mod ? ", score-mod)"
+            : c.sink    ? ", sink)"
+                        : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +

@@ -4,33 +4,50 @@
 
 namespace floe::detail::sm90 {
 
-enum class FwdTile : int { d64 = 0, d128 = 1, d256 = 2 };
-inline constexpr int kFwdTileCount = 3;
+enum class FwdTile : int { d64 = 0, d128 = 1, d256 = 2, d192_128 = 3 };
+inline constexpr int kFwdTileCount = 4;
 
 struct FwdTileShape {
   const char* name;
-  int d;        // d_qk = d_v: the tile serves exactly this head dim (TMA boxes are whole tiles)
+  int d;        // d_qk: the tile serves exactly this head dim (TMA boxes are whole tiles)
   int block_m;  // query rows per CTA: 64 per consumer warpgroup
   int block_n;  // keys per main-loop step
   int stages;   // K and V tiles in flight, each through its own mbarrier pipeline
   int consumer_warpgroups;
   bool pingpong;  // the consumer warpgroups take turns on the tensor cores
+  int dv = 0;     // d_v where it differs from d_qk (0: d_v = d_qk)
+
+  constexpr int d_v() const { return dv != 0 ? dv : d; }
 
   constexpr int threads() const { return 128 * (consumer_warpgroups + 1); }
-  // Q, then `stages` K and V tiles (and, for the score-mod kernels, `stages` bias tiles of
+  // Q, then `stages` K and V tiles (and, for the score-mod kernels, bias_stages() bias tiles of
   // block_m x block_n), 2-byte elements, each 1024-byte aligned (the 128-byte swizzle repeats
   // every 8 rows of 128 bytes), then the barriers.
   constexpr int smem_base_bytes(bool score_mod = false) const {
-    return 2 * (block_m * d + 2 * stages * block_n * d) +
-           (score_mod ? 2 * stages * block_m * block_n : 0) + 1024;
+    return qkv_bytes() + (score_mod ? bias_bytes(bias_stages()) : 0);
+  }
+  constexpr int qkv_bytes() const {
+    return 2 * (block_m * d + stages * block_n * (d + d_v())) + 1024;
+  }
+  constexpr int bias_bytes(int n) const { return 2 * n * block_m * block_n; }
+  // The score-mod kernel's bias ring: as deep as K and V's, unless one stage is what lets O keep a
+  // buffer of its own (d128: 193 + 32 KB; with two, O would move into Q's buffer and the next
+  // tile's Q wait for the epilogue). H200, d128 S 4096, the score-mod kernel without pingpong:
+  // sink x1.06 -> x1.04, bias x1.22 either way.
+  constexpr int bias_stages() const {
+    constexpr int kLimit = 227 * 1024;
+    if (qkv_bytes() + bias_bytes(stages) + o_bytes() <= kLimit) return stages;
+    if (qkv_bytes() + bias_bytes(1) + o_bytes() <= kLimit) return 1;
+    return stages;
   }
   // Where it fits (227 KB a block), the epilogue stages O in a buffer of its own rather than in
   // Q's, so that the next tile's Q loads under the epilogue (a persistent CTA's next tile).
+  constexpr int o_bytes() const { return 2 * block_m * d_v(); }
   constexpr bool own_o(bool score_mod = false) const {
-    return smem_base_bytes(score_mod) + 2 * block_m * d <= 227 * 1024;
+    return smem_base_bytes(score_mod) + o_bytes() <= 227 * 1024;
   }
   constexpr int smem_bytes(bool score_mod = false) const {
-    return smem_base_bytes(score_mod) + (own_o(score_mod) ? 2 * block_m * d : 0);
+    return smem_base_bytes(score_mod) + (own_o(score_mod) ? o_bytes() : 0);
   }
 };
 
@@ -49,6 +66,10 @@ inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
     /* d64  */ {"d64", 64, 192, 128, 2, 3, false},    // 114 KB smem (O apart)
     /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 193 KB (O apart)
     /* d256 */ {"d256", 256, 128, 64, 2, 2, false},   // 193 KB (O in Q's buffer)
+    // d_qk 192, d_v 128: 128 x 128 would need 209 KB with O in Q's buffer and leave no room for
+    // the score-mod kernel's bias ring; 128 x 64 fits every kernel with O apart (161 KB plain,
+    // 193 KB score-mod).
+    /* d192_128 */ {"d192x128", 192, 128, 64, 2, 2, false, 128},
 };
 
 inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
@@ -56,21 +77,28 @@ inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
 }
 
 // The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>[_score_mod]", by
-// [tile][{f16, bf16}]: the plain kernels, and the score-mod ones (softcap, bias, sink).
+// [tile][{f16, bf16}]: the plain kernels, their sink siblings, and the score-mod ones (softcap,
+// bias, sink).
 inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
     {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
     {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
-    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"}};
+    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"},
+    {"sm90_fwd_d192x128_f16", "sm90_fwd_d192x128_bf16"}};
+inline constexpr const char* kFwdSinkKernelNames[kFwdTileCount][2] = {
+    {"sm90_fwd_d64_f16_sink", "sm90_fwd_d64_bf16_sink"},
+    {"sm90_fwd_d128_f16_sink", "sm90_fwd_d128_bf16_sink"},
+    {"sm90_fwd_d256_f16_sink", "sm90_fwd_d256_bf16_sink"},
+    {"sm90_fwd_d192x128_f16_sink", "sm90_fwd_d192x128_bf16_sink"}};
 inline constexpr const char* kFwdScoreModKernelNames[kFwdTileCount][2] = {
     {"sm90_fwd_d64_f16_score_mod", "sm90_fwd_d64_bf16_score_mod"},
     {"sm90_fwd_d128_f16_score_mod", "sm90_fwd_d128_bf16_score_mod"},
-    {"sm90_fwd_d256_f16_score_mod", "sm90_fwd_d256_bf16_score_mod"}};
+    {"sm90_fwd_d256_f16_score_mod", "sm90_fwd_d256_bf16_score_mod"},
+    {"sm90_fwd_d192x128_f16_score_mod", "sm90_fwd_d192x128_bf16_score_mod"}};
 
-// The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
+// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64, 128 or 256, or 192 / 128.
 inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {
-  if (d_qk != d_v) return false;
   for (int i = 0; i < kFwdTileCount; ++i) {
-    if (kFwdTiles[i].d == d_qk) {
+    if (kFwdTiles[i].d == d_qk && kFwdTiles[i].d_v() == d_v) {
       *tile = static_cast<FwdTile>(i);
       return true;
     }
