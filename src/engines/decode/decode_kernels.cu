@@ -9,11 +9,14 @@
 // in shared memory, so that no copy waits on a table read (the loaded memory latency, ~2 us).
 // Each warp keeps its own online softmax; the warps merge in a fixed order at the end.
 //
-// Splits: a batch's visible keys are cut into at most max_splits ranges by its device length
-// (or, batch-invariant, at multiples of split_tokens). A batch that needs one split is written
-// directly by that CTA; the others write fp32 partials (O normalised, lse) into the workspace
-// and the combine kernel merges them in split order (kernels/lse_merge.h), then folds in the
-// sink. Every order is fixed: results are bitwise deterministic.
+// Splits follow the device lengths (decode_params.h): every CTA reads the B lengths, sums the
+// key tiles, takes a quota of total / slots and finds its (batch, split) by a block scan, with
+// no host read, so one captured graph serves every length vector of the envelope and a skewed
+// batch spreads its longest sequence over many CTAs. Batch-invariant: splits at multiples of
+// split_tokens. A batch that needs one split is written directly by that CTA; the others write
+// fp32 partials (O normalised, lse) into the workspace and the combine kernel merges them in
+// key order (kernels/lse_merge.h), then folds in the sink. Every order is fixed: results are
+// bitwise deterministic for the same lengths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -45,6 +48,7 @@ struct Batch {
   // Splits: the batch's non-empty splits are first, first + 1, ..., first + count - 1.
   int first = 0, count = 0;
   int tiles_per_split = 0;  // dynamic mode
+  int tiles = 0;            // 64-key tiles of [kb, ke)
 };
 
 __device__ __forceinline__ int clamp_int(int64_t x, int64_t lo, int64_t hi) {
@@ -75,17 +79,97 @@ __device__ Batch batch_of(const Params& p, int b) {
     t.ke = clamp_int(p.band.last_key(t.sq - 1, t.off) + 1, 0, t.skv);
   }
   if (t.ke <= t.kb) return t;  // no visible key: count 0
+  t.tiles = (t.ke + kBlockN - 1) / kBlockN - t.kb / kBlockN;
   if (p.split_tokens > 0) {
     const int64_t n = p.split_tokens;
     t.first = static_cast<int>(t.kb / n);
     t.count = static_cast<int>((t.ke + n - 1) / n) - t.first;
-  } else {
-    const int t0 = t.kb / kBlockN, t1 = (t.ke + kBlockN - 1) / kBlockN;
-    const int nt = t1 - t0;
-    t.tiles_per_split = max(p.min_split_tiles, (nt + p.max_splits - 1) / p.max_splits);
-    t.count = (nt + t.tiles_per_split - 1) / t.tiles_per_split;
-  }
+  }  // dynamic: count and tiles_per_split come from the schedule
   return t;
+}
+
+// ---- The dynamic schedule (decode_params.h), computed alike by every CTA. -------------------
+
+struct Work {
+  int b = -1;  // -1: the slot holds no split
+  int split = 0, count = 0, quota = 0;
+};
+
+// A batch's splits under quota q: full ones of q tiles, then a remainder (an empty batch gets
+// one too, to write its zeros). Packed as full << 32 | remainder, for one 64-bit scan.
+__device__ __forceinline__ unsigned long long pieces_of(int tiles, int64_t q) {
+  const auto full = static_cast<unsigned long long>(tiles / q);
+  return (full << 32) | (tiles % q != 0 || tiles == 0 ? 1ull : 0ull);
+}
+
+// The (batch, split) of `slot`; `publish`: also writes every batch's slots to p.schedule for
+// the combine. Block-wide (every thread calls it); scratch: 10 int64 of shared memory.
+__device__ Work schedule_slot(const Params& p, int slot, bool publish, long long* scratch) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = kThreads / 32;
+  // Each thread takes a contiguous run of batches, so that the scan below is in batch order.
+  const int per = (p.b + kThreads - 1) / kThreads;
+  const int b0 = min(p.b, tid * per), b1 = min(p.b, b0 + per);
+  long long total = 0;
+  for (int b = b0; b < b1; ++b) total += batch_of(p, b).tiles;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+  if (lane == 0) scratch[warp] = total;
+  if (tid == 0) scratch[2 * kWarps] = -1;  // the claim: none yet
+  __syncthreads();
+  total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += scratch[w];
+  const int64_t target = p.slots - p.b;  // b * max_splits >= 1
+  const int64_t even = (total + target - 1) / target;
+  const int64_t quota = even > p.min_split_tiles ? even : p.min_split_tiles;
+
+  unsigned long long mine = 0;
+  for (int b = b0; b < b1; ++b) mine += pieces_of(batch_of(p, b).tiles, quota);
+  unsigned long long incl = mine;  // inclusive scan over the warp, then over the warps
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
+  }
+  if (lane == 31) scratch[kWarps + warp] = static_cast<long long>(incl);
+  __syncthreads();
+  unsigned long long before = incl - mine, all = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const auto x = static_cast<unsigned long long>(scratch[kWarps + w]);
+    if (w < warp) before += x;
+    all += x;
+  }
+  const int full_total = static_cast<int>(all >> 32);
+  int full0 = static_cast<int>(before >> 32), rem0 = static_cast<int>(before & 0xffffffffu);
+  for (int b = b0; b < b1; ++b) {
+    const unsigned long long pc = pieces_of(batch_of(p, b).tiles, quota);
+    const int full = static_cast<int>(pc >> 32), rem = static_cast<int>(pc & 1u);
+    const int rem_slot = rem ? full_total + rem0 : -1;
+    if (publish) {
+      reinterpret_cast<int4*>(p.schedule)[b] = make_int4(full0, full, rem_slot, 0);
+    }
+    int split = -1;
+    if (slot >= full0 && slot < full0 + full) split = slot - full0;
+    if (slot == rem_slot) split = full;
+    if (split >= 0) {  // one thread of the block claims the slot
+      scratch[2 * kWarps] = b;
+      scratch[2 * kWarps + 1] = (static_cast<long long>(split) << 32) | (full + rem);
+    }
+    full0 += full;
+    rem0 += rem;
+  }
+  __syncthreads();
+  const long long claim_b = scratch[2 * kWarps], claim = scratch[2 * kWarps + 1];
+  __syncthreads();  // scratch is free for the caller again
+  Work w;
+  if (claim_b < 0) return w;
+  w.b = static_cast<int>(claim_b);
+  w.split = static_cast<int>(claim >> 32);
+  w.count = static_cast<int>(claim & 0xffffffffll);
+  w.quota = static_cast<int>(quota);
+  return w;
 }
 
 // Split s's keys [lo, hi) (empty when s holds none of the batch's keys).
@@ -230,18 +314,32 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   bid /= p.m_tiles;
   const int h = static_cast<int>(bid % p.h_kv);
   bid /= p.h_kv;
-  const int split = static_cast<int>(bid % p.max_splits);
-  const int b = static_cast<int>(bid / p.max_splits);
-
-  const Batch bt = batch_of(p, b);
+  int b, split;
+  int64_t prow;  // the partial row: split * b + batch (batch-invariant), or the slot
+  Batch bt;
+  bool direct;
+  if (p.split_tokens > 0) {
+    split = static_cast<int>(bid % p.max_splits);
+    b = static_cast<int>(bid / p.max_splits);
+    prow = static_cast<int64_t>(split) * p.b + b;
+    bt = batch_of(p, b);
+    direct = bt.count <= 1;
+    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
+  } else {
+    const Work w =
+        schedule_slot(p, static_cast<int>(bid), blockIdx.x == 0, reinterpret_cast<long long*>(red));
+    if (w.b < 0) return;  // more slots than splits
+    b = w.b;
+    split = w.split;
+    prow = bid;
+    bt = batch_of(p, b);
+    bt.tiles_per_split = w.quota;
+    bt.count = bt.tiles > 0 ? w.count : 0;
+    direct = w.count <= 1;
+  }
   int lo, hi;
   split_range(p, bt, split, lo, hi);
-  const bool direct = bt.count <= 1;
-  if (direct) {
-    if (split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns the batch
-  } else if (lo >= hi) {
-    return;  // the combine skips this split
-  }
+  if (!direct && lo >= hi) return;  // the combine skips this split
 
   // Q: the 16 packed rows, any strides (tiny next to K and V), zero past the valid rows.
   for (int e = tid; e < kBlockM * kChunks; e += kThreads) {
@@ -509,7 +607,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
       p.stats[b * p.stats_s[0] + hq * p.stats_s[1] + (bt.q0 + i) * p.stats_s[2]] = lse;
     }
   } else {
-    const int64_t row = ((static_cast<int64_t>(split) * p.b + b) * p.h_q + hq) * p.s_q + i;
+    const int64_t row = (prow * p.h_q + hq) * p.s_q + i;
     float* po = p.partial_o + row * kD + c0;
 #pragma unroll
     for (int c = 0; c < kD / 8; c += 4) {
@@ -531,20 +629,33 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   const int hq = static_cast<int>(row / p.s_q % p.h_q);
   const int b = static_cast<int>(row / p.s_q / p.h_q);
   const Batch bt = batch_of(p, b);
-  if (bt.count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
+  // The batch's partial rows in key order: split * b + batch (batch-invariant), or its full
+  // slots then its remainder's (dynamic).
+  int count, full0 = 0, full = 0, rem_slot = -1;
+  if (p.split_tokens > 0) {
+    count = bt.count;
+  } else {
+    const int4 sc = reinterpret_cast<const int4*>(p.schedule)[b];
+    full0 = sc.x;
+    full = sc.y;
+    rem_slot = sc.z;
+    count = full + (rem_slot >= 0);
+  }
+  if (count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
+  const auto prow_of = [&](int s) -> int64_t {
+    if (p.split_tokens > 0) return static_cast<int64_t>(bt.first + s) * p.b + b;
+    return s < full ? full0 + s : rem_slot;
+  };
 
   float acc[kPer];
 #pragma unroll
   for (int c = 0; c < kPer; ++c) acc[c] = 0.f;
   float lse = -INFINITY;
   if (i < bt.sq) {
-    const int64_t split_stride = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
-    const int64_t base = (static_cast<int64_t>(b) * p.h_q + hq) * p.s_q + i;
-    const float* lse_of = p.partial_lse + base + bt.first * split_stride;
-    const float* o_of = p.partial_o + (base + bt.first * split_stride) * kD + lane * kPer;
+    const auto row_of = [&](int s) { return (prow_of(s) * p.h_q + hq) * p.s_q + i; };
     // Pass 1, a split a lane: the largest lse (and whether one is NaN) over the warp.
     kernels::LseMerge<float> merge;
-    for (int s = lane; s < bt.count; s += 32) merge.see(lse_of[s * split_stride]);
+    for (int s = lane; s < count; s += 32) merge.see(p.partial_lse[row_of(s)]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       merge.max = fmaxf(merge.max, __shfl_xor_sync(0xffffffffu, merge.max, o));
@@ -554,21 +665,21 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
     // (every split in the range was written, so its O is read unconditionally: independent
     // loads, and a select keeps a part that contributes nothing out of the sums).
     float sum = 0.f;
-    for (int c = 0; c < bt.count; c += 32) {
+    for (int c = 0; c < count; c += 32) {
       float w = 0.f;
       bool use = false;
-      if (c + lane < bt.count) {
-        const float l = lse_of[(c + lane) * split_stride];
+      if (c + lane < count) {
+        const float l = p.partial_lse[row_of(c + lane)];
         use = merge.contributes(l);
         w = use ? merge.weight(l) : 0.f;
       }
       const unsigned used = __ballot_sync(0xffffffffu, use);
-      const int n = min(32, bt.count - c);
+      const int n = min(32, count - c);
 #pragma unroll 4
       for (int j = 0; j < n; ++j) {
         const float wj = __shfl_sync(0xffffffffu, w, j);
         const bool uj = (used >> j) & 1u;
-        const float* po = o_of + static_cast<int64_t>(c + j) * split_stride * kD;
+        const float* po = p.partial_o + row_of(c + j) * kD + lane * kPer;
         sum = uj ? sum + wj : sum;
 #pragma unroll
         for (int x = 0; x < kPer; ++x) acc[x] = uj ? fmaf(wj, po[x], acc[x]) : acc[x];
@@ -663,7 +774,7 @@ Status load_kernels(const Params& p, bool bf16) {
                                          static_cast<int>(smem_bytes(p)));
   if (err != cudaSuccess) return cuda_error("decode_kernel: cannot load", err);
   cudaFuncAttributes attr;
-  if (p.max_splits > 1) {
+  if (p.split_tokens == 0 || p.max_splits > 1) {
     err = cudaFuncGetAttributes(&attr, pick_combine(p, bf16));
     if (err != cudaSuccess) return cuda_error("decode_combine_kernel: cannot load", err);
   }
@@ -677,10 +788,12 @@ Status load_kernels(const Params& p, bool bf16) {
 
 Status launch(const Params& p, bool bf16, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  const int64_t ctas = static_cast<int64_t>(p.b) * p.h_kv * p.max_splits * p.m_tiles;
+  const int64_t per_unit =
+      p.split_tokens > 0 ? static_cast<int64_t>(p.b) * p.max_splits : static_cast<int64_t>(p.slots);
+  const int64_t ctas = per_unit * p.h_kv * p.m_tiles;
   if (ctas == 0) return Status();
   pick_attention(p, bf16)<<<static_cast<unsigned>(ctas), kThreads, smem_bytes(p), s>>>(p);
-  if (p.max_splits > 1) {
+  if (p.partial_o != nullptr) {
     const int64_t rows = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
     const auto blocks = static_cast<unsigned>((rows + kCombineRows - 1) / kCombineRows);
     pick_combine(p, bf16)<<<blocks, kThreads, 0, s>>>(p);
