@@ -130,16 +130,18 @@ TEST(DecodePlan, SplitPartialsAreNamedChunksSizedFromTheEnvelope) {
   const WorkspaceChunk* lse = chunk(*plan, "decode_partial_lse");
   ASSERT_NE(o, nullptr);
   ASSERT_NE(lse, nullptr);
-  // [slots, h_q, s_q, d_v] and [slots, h_q, s_q] f32, the same slot count (b * (the envelope's
-  // splits + 1): the device lengths choose the splits), and the schedule, int32 [b][4].
+  // [rows, h_q, s_q, d_v] and [rows, h_q, s_q] f32, the same row count (b * (the envelope's
+  // splits + 1): the device lengths choose the splits), and the schedule, int32 [b][2].
   ASSERT_EQ(o->bytes % (32 * 128 * 4), 0u);
   const size_t slots = o->bytes / (32 * 128 * 4);
   EXPECT_GT(slots, 8u);
   EXPECT_EQ(lse->bytes, slots * 32 * 4);
   const WorkspaceChunk* sched = chunk(*plan, "decode_schedule");
   ASSERT_NE(sched, nullptr);
-  EXPECT_EQ(sched->bytes, 16u);
-  EXPECT_NE(plan->explain().find("over " + std::to_string(slots) + " slots"), std::string::npos)
+  EXPECT_EQ(sched->bytes, 8u);
+  EXPECT_NE(plan->explain().find(std::to_string(slots - 1) + " CTAs a unit, " +
+                                 std::to_string(slots) + " partial rows"),
+            std::string::npos)
       << plan->explain();
   for (const WorkspaceChunk* c : {o, lse, sched}) {
     EXPECT_EQ(c->offset % kWorkspaceAlignment, 0u);
@@ -147,7 +149,7 @@ TEST(DecodePlan, SplitPartialsAreNamedChunksSizedFromTheEnvelope) {
   }
 
   // B 128, 16k: the envelope takes one split a batch (1024 CTAs fill the GPU), but a skewed
-  // length vector needs more: 2 slots a batch, the partials sized for them.
+  // length vector cuts batches: 2 partial rows a batch.
   Result<Plan> full = Plan::build(paged_decode(128, 16384), Target::cuda_arch(90));
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->engine(), "decode");

@@ -58,8 +58,9 @@ class DecodeLaunchPlan final : public LaunchPlan {
       return s + "max_splits " + std::to_string(params_.max_splits);
     }
     return s + "max_splits " + std::to_string(params_.max_splits) +
-           " at the envelope, splits from the device lengths over " +
-           std::to_string(params_.slots) + " slots";
+           " at the envelope, splits from the device lengths: " +
+           std::to_string(params_.slots - params_.b) + " CTAs a unit, " +
+           std::to_string(params_.slots) + " partial rows";
   }
 
  private:

@@ -9,14 +9,14 @@
 // in shared memory, so that no copy waits on a table read (the loaded memory latency, ~2 us).
 // Each warp keeps its own online softmax; the warps merge in a fixed order at the end.
 //
-// Splits follow the device lengths (decode_params.h): every CTA reads the B lengths, sums the
-// key tiles, takes a quota of total / slots and finds its (batch, split) by a block scan, with
-// no host read, so one captured graph serves every length vector of the envelope and a skewed
-// batch spreads its longest sequence over many CTAs. Batch-invariant: splits at multiples of
-// split_tokens. A batch that needs one split is written directly by that CTA; the others write
-// fp32 partials (O normalised, lse) into the workspace and the combine kernel merges them in
-// key order (kernels/lse_merge.h), then folds in the sink. Every order is fixed: results are
-// bitwise deterministic for the same lengths.
+// Splits follow the device lengths (decode_params.h): every CTA reads the B lengths, lays the
+// batches' key tiles end to end (a block scan), takes a quota of total / CTAs and attends to
+// its chunk's pieces, with no host read, so one captured graph serves every length vector of
+// the envelope and a skewed batch spreads its longest sequence over many CTAs. Batch-invariant:
+// splits at multiples of split_tokens. A batch that needs one split is written directly by that
+// CTA; the others write fp32 partials (O normalised, lse) into the workspace and the combine kernel
+// merges them in key order (kernels/lse_merge.h), then folds in the sink. Every order is fixed:
+// results are bitwise deterministic for the same lengths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -47,8 +47,7 @@ struct Batch {
   int off = 0;         // the mask's diagonal offset
   // Splits: the batch's non-empty splits are first, first + 1, ..., first + count - 1.
   int first = 0, count = 0;
-  int tiles_per_split = 0;  // dynamic mode
-  int tiles = 0;            // 64-key tiles of [kb, ke)
+  int tiles = 0;  // 64-key tiles of [kb, ke)
 };
 
 __device__ __forceinline__ int clamp_int(int64_t x, int64_t lo, int64_t hi) {
@@ -84,105 +83,108 @@ __device__ Batch batch_of(const Params& p, int b) {
     const int64_t n = p.split_tokens;
     t.first = static_cast<int>(t.kb / n);
     t.count = static_cast<int>((t.ke + n - 1) / n) - t.first;
-  }  // dynamic: count and tiles_per_split come from the schedule
+  }  // dynamic: the pieces come from the schedule
   return t;
 }
 
 // ---- The dynamic schedule (decode_params.h), computed alike by every CTA. -------------------
+//
+// The batches' key tiles laid end to end (batch order) are cut into chunks of `quota` tiles,
+// chunk c for CTA c of every (kv head, row tile): a CTA takes the pieces of the batches its
+// chunk overlaps, so no CTA reads more than quota tiles whatever the lengths. An empty batch
+// is a piece of the CTA at its position (it writes zeros). Piece (b, c) has partial row b + c:
+// along the tiles b and c never both stay, so the rows are distinct and below b + ctas.
 
-struct Work {
-  int b = -1;  // -1: the slot holds no split
-  int split = 0, count = 0, quota = 0;
+struct Span {
+  int first = 0, last = 0;  // the CTAs (chunks) that hold batch b's pieces
 };
 
-// A batch's splits under quota q: full ones of q tiles, then a remainder (an empty batch gets
-// one too, to write its zeros). Packed as full << 32 | remainder, for one 64-bit scan.
-__device__ __forceinline__ unsigned long long pieces_of(int tiles, int64_t q) {
-  const auto full = static_cast<unsigned long long>(tiles / q);
-  return (full << 32) | (tiles % q != 0 || tiles == 0 ? 1ull : 0ull);
+__device__ __forceinline__ Span span_of(int64_t at, int64_t tiles, int64_t quota, int64_t last) {
+  Span sp;
+  if (tiles > 0) {
+    sp.first = static_cast<int>(at / quota);
+    sp.last = static_cast<int>((at + tiles - 1) / quota);
+  } else {
+    sp.first = sp.last = static_cast<int>(at / quota < last ? at / quota : last);
+  }
+  return sp;
 }
 
-// The (batch, split) of `slot`; `publish`: also writes every batch's slots to p.schedule for
-// the combine. Block-wide (every thread calls it); scratch: 10 int64 of shared memory.
-__device__ Work schedule_slot(const Params& p, int slot, bool publish, long long* scratch) {
+struct Chunk {
+  int b_lo = -1, b_hi = -1;  // the batches this CTA holds pieces of (-1: none)
+  int64_t at = 0;            // the first tile of batch b_lo along the batches' tiles
+  int64_t quota = 1;
+  int64_t last = 0;  // the last CTA with work
+};
+
+// CTA c's chunk; `publish`: also writes every batch's span to p.schedule for the combine.
+// Block-wide (every thread calls it); scratch: 12 int64 of shared memory.
+__device__ Chunk schedule_chunk(const Params& p, int c, bool publish, long long* scratch) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = kThreads / 32;
+  const int64_t ctas = p.slots - p.b;  // b * max_splits >= 1, the grid's CTAs a unit
   // Each thread takes a contiguous run of batches, so that the scan below is in batch order.
   const int per = (p.b + kThreads - 1) / kThreads;
   const int b0 = min(p.b, tid * per), b1 = min(p.b, b0 + per);
-  long long total = 0;
-  for (int b = b0; b < b1; ++b) total += batch_of(p, b).tiles;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-  if (lane == 0) scratch[warp] = total;
-  if (tid == 0) scratch[2 * kWarps] = -1;  // the claim: none yet
-  __syncthreads();
-  total = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += scratch[w];
-  const int64_t target = p.slots - p.b;  // b * max_splits >= 1
-  const int64_t even = (total + target - 1) / target;
-  const int64_t quota = even > p.min_split_tiles ? even : p.min_split_tiles;
-
-  unsigned long long mine = 0;
-  for (int b = b0; b < b1; ++b) mine += pieces_of(batch_of(p, b).tiles, quota);
-  unsigned long long incl = mine;  // inclusive scan over the warp, then over the warps
+  long long mine = 0;
+  for (int b = b0; b < b1; ++b) mine += batch_of(p, b).tiles;
+  long long incl = mine;  // inclusive scan over the warp, then over the warps
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const unsigned long long x = __shfl_up_sync(0xffffffffu, incl, o);
+    const long long x = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) incl += x;
   }
-  if (lane == 31) scratch[kWarps + warp] = static_cast<long long>(incl);
+  if (lane == 31) scratch[warp] = incl;
+  if (tid == 0) {
+    scratch[2 * kWarps] = -1;     // b_lo: none yet
+    scratch[2 * kWarps + 1] = 0;  // b_hi (an atomic max)
+  }
   __syncthreads();
-  unsigned long long before = incl - mine, all = 0;
+  long long at = incl - mine, total = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    const auto x = static_cast<unsigned long long>(scratch[kWarps + w]);
-    if (w < warp) before += x;
-    all += x;
+    if (w < warp) at += scratch[w];
+    total += scratch[w];
   }
-  const int full_total = static_cast<int>(all >> 32);
-  int full0 = static_cast<int>(before >> 32), rem0 = static_cast<int>(before & 0xffffffffu);
+  Chunk ch;
+  const int64_t even = (total + ctas - 1) / ctas;
+  ch.quota = even > p.min_split_tiles ? even : p.min_split_tiles;
+  ch.last = total > 0 ? (total - 1) / ch.quota : 0;
+  // The span of the batch before this thread's first (whose last CTA tells whether b0 is c's
+  // first batch).
+  int prev_last = -1;
+  if (b0 > 0 && b0 < b1) {
+    const int64_t nt = batch_of(p, b0 - 1).tiles;
+    prev_last = span_of(at - nt, nt, ch.quota, ch.last).last;
+  }
   for (int b = b0; b < b1; ++b) {
-    const unsigned long long pc = pieces_of(batch_of(p, b).tiles, quota);
-    const int full = static_cast<int>(pc >> 32), rem = static_cast<int>(pc & 1u);
-    const int rem_slot = rem ? full_total + rem0 : -1;
-    if (publish) {
-      reinterpret_cast<int4*>(p.schedule)[b] = make_int4(full0, full, rem_slot, 0);
+    const int64_t nt = batch_of(p, b).tiles;
+    const Span sp = span_of(at, nt, ch.quota, ch.last);
+    if (publish) reinterpret_cast<int2*>(p.schedule)[b] = make_int2(sp.first, sp.last);
+    if (sp.first <= c && c <= sp.last) {
+      if (prev_last < c) {  // c's first batch: one thread writes it
+        scratch[2 * kWarps] = b;
+        scratch[2 * kWarps + 2] = at;
+      }
+      atomicMax(reinterpret_cast<unsigned long long*>(scratch + 2 * kWarps + 1),
+                static_cast<unsigned long long>(b));
     }
-    int split = -1;
-    if (slot >= full0 && slot < full0 + full) split = slot - full0;
-    if (slot == rem_slot) split = full;
-    if (split >= 0) {  // one thread of the block claims the slot
-      scratch[2 * kWarps] = b;
-      scratch[2 * kWarps + 1] = (static_cast<long long>(split) << 32) | (full + rem);
-    }
-    full0 += full;
-    rem0 += rem;
+    prev_last = sp.last;
+    at += nt;
   }
   __syncthreads();
-  const long long claim_b = scratch[2 * kWarps], claim = scratch[2 * kWarps + 1];
+  ch.b_lo = static_cast<int>(scratch[2 * kWarps]);
+  ch.b_hi = static_cast<int>(scratch[2 * kWarps + 1]);
+  ch.at = scratch[2 * kWarps + 2];
   __syncthreads();  // scratch is free for the caller again
-  Work w;
-  if (claim_b < 0) return w;
-  w.b = static_cast<int>(claim_b);
-  w.split = static_cast<int>(claim >> 32);
-  w.count = static_cast<int>(claim & 0xffffffffll);
-  w.quota = static_cast<int>(quota);
-  return w;
+  return ch;
 }
 
-// Split s's keys [lo, hi) (empty when s holds none of the batch's keys).
+// Batch-invariant split s's keys [lo, hi) (empty when s holds none of the batch's keys).
 __device__ __forceinline__ void split_range(const Params& p, const Batch& t, int s, int& lo,
                                             int& hi) {
-  if (p.split_tokens > 0) {
-    lo = static_cast<int>(max(static_cast<int64_t>(t.kb), s * p.split_tokens));
-    hi = static_cast<int>(min(static_cast<int64_t>(t.ke), (s + 1) * p.split_tokens));
-  } else {
-    const int t0 = t.kb / kBlockN;
-    lo = max(t.kb, (t0 + s * t.tiles_per_split) * kBlockN);
-    hi = min(t.ke, (t0 + (s + 1) * t.tiles_per_split) * kBlockN);
-  }
+  lo = static_cast<int>(max(static_cast<int64_t>(t.kb), s * p.split_tokens));
+  hi = static_cast<int>(min(static_cast<int64_t>(t.ke), (s + 1) * p.split_tokens));
   if (s < t.first || s >= t.first + t.count) hi = lo;
 }
 
@@ -292,8 +294,11 @@ struct Smem {
 
 // ---- The attention kernel. -----------------------------------------------------------------
 
-template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
+// One piece of work: keys [lo, hi) of batch b for kv head h and row tile mt; partials (when
+// not direct) go to partial row prow. Block-wide; leaves no copy in flight.
+template <class T, int kD, bool kPaged, int kStagesT>
+__device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int b, int lo, int hi,
+                                             int64_t prow, const Batch& bt, bool direct) {
   using S = Smem<kD, kStagesT>;
   constexpr int kStages = S::kStages;
   constexpr int kChunks = kD / 8;                   // 16-byte chunks of a row
@@ -307,38 +312,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   uint16_t* sv = sk + kStages * S::kTile;
   float* red = reinterpret_cast<float*>(sv + kStages * S::kTile);     // [2][4 warps][16 rows]
   int32_t* ring = reinterpret_cast<int32_t*>(red + 2 * 4 * kBlockM);  // [kRing][kEntries]
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int64_t bid = blockIdx.x;
-  const int mt = static_cast<int>(bid % p.m_tiles);
-  bid /= p.m_tiles;
-  const int h = static_cast<int>(bid % p.h_kv);
-  bid /= p.h_kv;
-  int b, split;
-  int64_t prow;  // the partial row: split * b + batch (batch-invariant), or the slot
-  Batch bt;
-  bool direct;
-  if (p.split_tokens > 0) {
-    split = static_cast<int>(bid % p.max_splits);
-    b = static_cast<int>(bid / p.max_splits);
-    prow = static_cast<int64_t>(split) * p.b + b;
-    bt = batch_of(p, b);
-    direct = bt.count <= 1;
-    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
-  } else {
-    const Work w =
-        schedule_slot(p, static_cast<int>(bid), blockIdx.x == 0, reinterpret_cast<long long*>(red));
-    if (w.b < 0) return;  // more slots than splits
-    b = w.b;
-    split = w.split;
-    prow = bid;
-    bt = batch_of(p, b);
-    bt.tiles_per_split = w.quota;
-    bt.count = bt.tiles > 0 ? w.count : 0;
-    direct = w.count <= 1;
-  }
-  int lo, hi;
-  split_range(p, bt, split, lo, hi);
+
   if (!direct && lo >= hi) return;  // the combine skips this split
 
   // Q: the 16 packed rows, any strides (tiny next to K and V), zero past the valid rows.
@@ -617,6 +592,52 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   }
 }
 
+template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
+  using S = Smem<kD, kStagesT>;
+  extern __shared__ __align__(128) uint16_t smem[];
+  // The schedule's scratch: the merge area, free until a piece's end.
+  long long* scratch =
+      reinterpret_cast<long long*>(smem + kBlockM * kD + 2 * S::kStages * S::kTile);
+
+  int64_t bid = blockIdx.x;
+  const int mt = static_cast<int>(bid % p.m_tiles);
+  bid /= p.m_tiles;
+  const int h = static_cast<int>(bid % p.h_kv);
+  bid /= p.h_kv;
+  if (p.split_tokens > 0) {
+    const int split = static_cast<int>(bid % p.max_splits);
+    const int b = static_cast<int>(bid / p.max_splits);
+    const Batch bt = batch_of(p, b);
+    const bool direct = bt.count <= 1;
+    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
+    int lo, hi;
+    split_range(p, bt, split, lo, hi);
+    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi,
+                                          static_cast<int64_t>(split) * p.b + b, bt, direct);
+    return;
+  }
+  // Dynamic: this CTA's chunk of quota tiles along the batches, one piece a batch it overlaps.
+  const int c = static_cast<int>(bid);
+  const Chunk ch = schedule_chunk(p, c, blockIdx.x == 0, scratch);
+  if (ch.b_lo < 0) return;  // past the last chunk (the same for the whole block)
+  int64_t at = ch.at;
+  for (int b = ch.b_lo; b <= ch.b_hi; ++b) {
+    if (b > ch.b_lo) __syncthreads();  // the previous piece's shared memory is read
+    const Batch bt = batch_of(p, b);
+    const Span sp = span_of(at, bt.tiles, ch.quota, ch.last);
+    // This chunk's tiles of the batch, as keys.
+    const int64_t c0 = c * ch.quota, c1 = c0 + ch.quota, end = at + bt.tiles;
+    const int64_t t_lo = (c0 > at ? c0 : at) - at, t_hi = (c1 < end ? c1 : end) - at;
+    const int t0 = bt.kb / kBlockN;
+    const int lo = max(bt.kb, static_cast<int>(t0 + t_lo) * kBlockN);
+    const int hi = min(bt.ke, static_cast<int>(t0 + t_hi) * kBlockN);
+    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi, static_cast<int64_t>(b) + c, bt,
+                                          sp.first == sp.last);
+    at += bt.tiles;
+  }
+}
+
 // ---- The combine: one warp a row (b, h_q, i < s_q) of a batch that took several splits. ------
 
 template <class T, int kD>
@@ -629,22 +650,20 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   const int hq = static_cast<int>(row / p.s_q % p.h_q);
   const int b = static_cast<int>(row / p.s_q / p.h_q);
   const Batch bt = batch_of(p, b);
-  // The batch's partial rows in key order: split * b + batch (batch-invariant), or its full
-  // slots then its remainder's (dynamic).
-  int count, full0 = 0, full = 0, rem_slot = -1;
+  // The batch's partial rows in key order: split * b + batch (batch-invariant), or batch + CTA
+  // for the CTAs first .. last of its span (dynamic).
+  int count, first = 0;
   if (p.split_tokens > 0) {
     count = bt.count;
   } else {
-    const int4 sc = reinterpret_cast<const int4*>(p.schedule)[b];
-    full0 = sc.x;
-    full = sc.y;
-    rem_slot = sc.z;
-    count = full + (rem_slot >= 0);
+    const int2 sp = reinterpret_cast<const int2*>(p.schedule)[b];
+    first = sp.x;
+    count = sp.y - sp.x + 1;
   }
   if (count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
   const auto prow_of = [&](int s) -> int64_t {
     if (p.split_tokens > 0) return static_cast<int64_t>(bt.first + s) * p.b + b;
-    return s < full ? full0 + s : rem_slot;
+    return static_cast<int64_t>(b) + first + s;
   };
 
   float acc[kPer];
@@ -788,8 +807,9 @@ Status load_kernels(const Params& p, bool bf16) {
 
 Status launch(const Params& p, bool bf16, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  const int64_t per_unit =
-      p.split_tokens > 0 ? static_cast<int64_t>(p.b) * p.max_splits : static_cast<int64_t>(p.slots);
+  // Dynamic: slots - b CTAs a unit; the last b take the extra slots too (decode_kernel).
+  const int64_t per_unit = p.split_tokens > 0 ? static_cast<int64_t>(p.b) * p.max_splits
+                                              : static_cast<int64_t>(p.slots) - p.b;
   const int64_t ctas = per_unit * p.h_kv * p.m_tiles;
   if (ctas == 0) return Status();
   pick_attention(p, bf16)<<<static_cast<unsigned>(ctas), kThreads, smem_bytes(p), s>>>(p);

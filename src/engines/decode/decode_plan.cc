@@ -199,8 +199,7 @@ Params make_params(const Facts& f, const Target& target) {
   p.stages = pick_stages(f, target, p.max_splits);
   p.min_split_tiles = static_cast<int>(kMinSplitTiles);
   p.split_tokens = f.split_tokens;
-  // Dynamic: b slots more than the envelope's splits, so that the quota's rounding (one
-  // remainder a batch) always finds a slot; a uniform batch gets the envelope's splits exactly.
+  // Dynamic: b * max_splits CTAs a unit, and b more partial rows (one a batch boundary).
   p.slots = f.split_tokens > 0 ? 0 : static_cast<int>(f.b * (p.max_splits + 1));
   return p;
 }
@@ -216,7 +215,7 @@ void add_workspace(const Facts& f, const Params& p, WorkspaceLayout& workspace) 
                 saturating_bytes({rows, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
   workspace.add(kPartialLseChunk, saturating_bytes({rows, f.h_q, f.s_q, int64_t{sizeof(float)}}));
   if (p.split_tokens == 0) {
-    workspace.add(kScheduleChunk, saturating_bytes({f.b, 4, int64_t{sizeof(int32_t)}}));
+    workspace.add(kScheduleChunk, saturating_bytes({f.b, 2, int64_t{sizeof(int32_t)}}));
   }
 }
 

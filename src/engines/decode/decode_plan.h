@@ -11,7 +11,7 @@ namespace floe::detail::decode {
 
 inline constexpr const char* kPartialOChunk = "decode_partial_o";
 inline constexpr const char* kPartialLseChunk = "decode_partial_lse";
-inline constexpr const char* kScheduleChunk = "decode_schedule";  // dynamic splits: int32 [b][4]
+inline constexpr const char* kScheduleChunk = "decode_schedule";  // dynamic splits: int32 [b][2]
 inline constexpr int64_t kMaxQueries = 16;                        // s_q a decode problem may have
 
 // Why the decode engine does not serve this problem on this target; empty when it does.
