@@ -130,20 +130,34 @@ TEST(DecodePlan, SplitPartialsAreNamedChunksSizedFromTheEnvelope) {
   const WorkspaceChunk* lse = chunk(*plan, "decode_partial_lse");
   ASSERT_NE(o, nullptr);
   ASSERT_NE(lse, nullptr);
-  // [splits, b, h_q, s_q, d_v] and [splits, b, h_q, s_q] f32, the same split count.
+  // [rows, h_q, s_q, d_v] and [rows, h_q, s_q] f32, the same row count (b * (the envelope's
+  // splits + 1): the device lengths choose the splits), and the schedule, int32 [b][2].
   ASSERT_EQ(o->bytes % (32 * 128 * 4), 0u);
-  const size_t splits = o->bytes / (32 * 128 * 4);
-  EXPECT_GT(splits, 8u);
-  EXPECT_EQ(lse->bytes, splits * 32 * 4);
-  EXPECT_EQ(o->offset % kWorkspaceAlignment, 0u);
-  EXPECT_EQ(lse->offset % kWorkspaceAlignment, 0u);
-  EXPECT_GE(plan->workspace_bytes(), lse->offset + lse->bytes);
+  const size_t slots = o->bytes / (32 * 128 * 4);
+  EXPECT_GT(slots, 8u);
+  EXPECT_EQ(lse->bytes, slots * 32 * 4);
+  const WorkspaceChunk* sched = chunk(*plan, "decode_schedule");
+  ASSERT_NE(sched, nullptr);
+  EXPECT_EQ(sched->bytes, 8u);
+  EXPECT_NE(plan->explain().find(std::to_string(slots - 1) + " CTAs a unit, " +
+                                 std::to_string(slots) + " partial rows"),
+            std::string::npos)
+      << plan->explain();
+  for (const WorkspaceChunk* c : {o, lse, sched}) {
+    EXPECT_EQ(c->offset % kWorkspaceAlignment, 0u);
+    EXPECT_GE(plan->workspace_bytes(), c->offset + c->bytes);
+  }
 
-  // B 128, 16k: 1024 CTAs fill the GPU; no partials, no workspace.
+  // B 128, 16k: the envelope takes one split a batch (1024 CTAs fill the GPU), but a skewed
+  // length vector cuts batches: 2 partial rows a batch.
   Result<Plan> full = Plan::build(paged_decode(128, 16384), Target::cuda_arch(90));
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->engine(), "decode");
-  EXPECT_EQ(full->workspace_bytes(), 0u);
+  const WorkspaceChunk* full_lse = chunk(*full, "decode_partial_lse");
+  ASSERT_NE(full_lse, nullptr);
+  EXPECT_EQ(full_lse->bytes, static_cast<size_t>(2 * 128 * 32 * 4));
+  EXPECT_NE(full->explain().find("max_splits 1 at the envelope"), std::string::npos)
+      << full->explain();
 }
 
 TEST(DecodePlan, SplitTokensFixesTheSplitsWhateverTheBatch) {

@@ -1,6 +1,7 @@
 // The decode engine (split-KV, s_q <= 16) against the reference engine on the same inputs:
 // dense, ragged and paged K/V (pages 16, 32, 64, 256; NHD and HND), GQA packs of 1 to 16 heads,
-// s_q 1 to 16, d 64 and 128, random device lengths including 0 and 1, masks aligned bottom-right,
+// s_q 1 to 16, d 64 and 128, random device lengths including 0 and 1, Zipf-skewed lengths (one
+// sequence at the envelope, the rest short, zeros among them), masks aligned bottom-right,
 // sinks, softcap, both stats layouts, ragged query slots (padding and tokens past the last slot
 // must stay untouched), the batch-invariant split_tokens mode; one captured graph replayed over
 // several length vectors, bitwise equal to direct executes; and batch invariance itself. Skips
@@ -39,6 +40,7 @@ struct Config {
   int64_t window_left = -1;  // >= 0: a sliding window (bottom-right)
   int64_t split_tokens = 0;  // > 0: batch-invariant splits
   DType dtype = DType::bf16;
+  bool zipf = false;  // key lengths by Zipf's law (see zipf_lengths)
 };
 
 // Key lengths in [0, s_kv], with a 0 and a 1 among them (b >= 3).
@@ -51,12 +53,27 @@ std::vector<int64_t> key_lengths(std::mt19937& rng, int64_t b, int64_t s_kv) {
   return len;
 }
 
+// Key lengths of rank r proportional to 1 / r, the longest at the envelope, in a random order,
+// with two zeros: the device schedule must spread the long one over many CTAs while the short
+// ones share the rest.
+std::vector<int64_t> zipf_lengths(std::mt19937& rng, int64_t b, int64_t s_kv) {
+  std::vector<int64_t> len;
+  for (int64_t r = 0; r < b; ++r) len.push_back(s_kv / (r + 1));
+  if (b > 4) len[b - 1] = len[b - 2] = 0;
+  std::shuffle(len.begin(), len.end(), rng);
+  return len;
+}
+
+std::vector<int64_t> lengths_of(const Config& cfg, std::mt19937& rng) {
+  return cfg.zipf ? zipf_lengths(rng, cfg.b, cfg.s_kv) : key_lengths(rng, cfg.b, cfg.s_kv);
+}
+
 Case make_case(const Config& cfg, uint32_t seed) {
   std::mt19937 rng(seed);
   const Shape s{cfg.b, cfg.h_q, cfg.h_kv, cfg.s_q, cfg.s_kv, cfg.d, cfg.d};
   Problem p = Problem::forward(s, cfg.dtype);
   Case c;
-  std::vector<int64_t> oq, okv, lkv = key_lengths(rng, cfg.b, cfg.s_kv), lq;
+  std::vector<int64_t> oq, okv, lkv = lengths_of(cfg, rng), lq;
   int64_t tq = 0, tkv = 0;
   if (cfg.ragged_q) {  // slots of 0 .. s_q + 2 tokens (wider than the envelope sometimes)
     oq = {0};
@@ -195,6 +212,20 @@ const Config kConfigs[] = {
     {"paged64_d64_b32_long_splits_hnd", 32, 8, 8, 1, 1600, 64, 64, false, false, false, false,
      false, false, false, true},
     {"paged256_d128_b32_long_splits", 32, 8, 8, 1, 900, 128, 256},
+    // Zipf-skewed lengths: the envelope takes one split a batch (B 32 x 8 kv heads: 32 CTAs a
+    // head), the device schedule's quota of 3 tiles cuts the longest (16 tiles) into 6 pieces
+    // and gives a CTA several short batches; paged and dense, both stats layouts, GQA 1 and 4.
+    // Envelopes of 1k keys: the K/V pools stay near the other cases' (~30M elements).
+    // clang-format off
+    {"paged16_d128_b32_zipf_causal", 32, 8, 8, 1, 1024, 128, 16, false, false, true, false,
+     false, false, false, false, -1, 0, DType::bf16, true},
+    {"dense_d128_b32_zipf_sink_heads_major", 32, 8, 8, 1, 1024, 128, 0, false, false, false,
+     true, false, false, true, false, -1, 0, DType::bf16, true},
+    {"paged64_d64_b16_zipf_window_hnd_f16", 16, 16, 4, 2, 5000, 64, 64, false, false, false,
+     false, false, true, false, true, 700, 0, DType::f16, true},
+    {"ragged_kv_d128_b24_zipf", 24, 4, 4, 1, 2500, 128, 0, false, true, false, false, false,
+     false, true, false, -1, 0, DType::bf16, true},
+    // clang-format on
 };
 
 class Decode : public test::GpuTest {};
@@ -229,7 +260,9 @@ TEST_F(Decode, ForwardIsPickedFirstForDecodeProblems) {
 // P6 and P7: one captured graph replays over several length vectors (uploaded between replays,
 // outside the graph) and gives bitwise what a direct execute gives for each.
 TEST_F(Decode, ForwardGraphReplayEqualsDirect) {
-  for (const Config& cfg : {kConfigs[2], kConfigs[7]}) {
+  // Uniform-random, batch-invariant and Zipf-skewed envelopes; the replays alternate random
+  // and Zipf vectors (one graph: the split schedule is the device's).
+  for (const Config& cfg : {kConfigs[2], kConfigs[7], kConfigs[14]}) {
     SCOPED_TRACE(cfg.name);
     const Case base = make_case(cfg, 5151);
     const Problem& p = base.problem;
@@ -261,7 +294,9 @@ TEST_F(Decode, ForwardGraphReplayEqualsDirect) {
       SCOPED_TRACE("length vector " + std::to_string(round));
       Case run = base;
       if (round > 0) {
-        run.inputs["seq_len_kv"] = int_array({cfg.b}, key_lengths(rng, cfg.b, cfg.s_kv));
+        run.inputs["seq_len_kv"] =
+            int_array({cfg.b}, round % 2 ? zipf_lengths(rng, cfg.b, cfg.s_kv)
+                                         : key_lengths(rng, cfg.b, cfg.s_kv));
         std::vector<int64_t> lq;
         for (int64_t i = 0; i < cfg.b; ++i) {
           lq.push_back(std::uniform_int_distribution<int64_t>(0, cfg.s_q)(rng));

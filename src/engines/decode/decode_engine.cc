@@ -30,10 +30,12 @@ class DecodeLaunchPlan final : public LaunchPlan {
     p.rkv.offsets = args.get(TensorId::offsets_kv);
     p.rkv.seq_len = p.seq_len_kv;
     p.pages.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
-    if (p.max_splits > 1) {
+    if (decode::uses_partials(p)) {
       p.partial_o = ws.carve<float>(decode::kPartialOChunk);
       p.partial_lse = ws.carve<float>(decode::kPartialLseChunk);
-      if (p.partial_o == nullptr || p.partial_lse == nullptr) {
+      if (p.split_tokens == 0) p.schedule = ws.carve<int32_t>(decode::kScheduleChunk);
+      if (p.partial_o == nullptr || p.partial_lse == nullptr ||
+          (p.split_tokens == 0 && p.schedule == nullptr)) {
         return Status(Code::internal, "decode: the plan has no split partial chunks");
       }
     }
@@ -53,8 +55,12 @@ class DecodeLaunchPlan final : public LaunchPlan {
                     " stages, ";
     if (params_.split_tokens > 0) {
       s += "splits of " + std::to_string(params_.split_tokens) + " keys (batch-invariant), ";
+      return s + "max_splits " + std::to_string(params_.max_splits);
     }
-    return s + "max_splits " + std::to_string(params_.max_splits);
+    return s + "max_splits " + std::to_string(params_.max_splits) +
+           " at the envelope, splits from the device lengths: " +
+           std::to_string(params_.slots - params_.b) + " CTAs a unit, " +
+           std::to_string(params_.slots) + " partial rows";
   }
 
  private:

@@ -9,11 +9,14 @@
 // in shared memory, so that no copy waits on a table read (the loaded memory latency, ~2 us).
 // Each warp keeps its own online softmax; the warps merge in a fixed order at the end.
 //
-// Splits: a batch's visible keys are cut into at most max_splits ranges by its device length
-// (or, batch-invariant, at multiples of split_tokens). A batch that needs one split is written
-// directly by that CTA; the others write fp32 partials (O normalised, lse) into the workspace
-// and the combine kernel merges them in split order (kernels/lse_merge.h), then folds in the
-// sink. Every order is fixed: results are bitwise deterministic.
+// Splits follow the device lengths (decode_params.h): every CTA reads the B lengths, lays the
+// batches' key tiles end to end (a block scan), takes a quota of total / CTAs and attends to
+// its chunk's pieces, with no host read, so one captured graph serves every length vector of
+// the envelope and a skewed batch spreads its longest sequence over many CTAs. Batch-invariant:
+// splits at multiples of split_tokens. A batch that needs one split is written directly by that
+// CTA; the others write fp32 partials (O normalised, lse) into the workspace and the combine kernel
+// merges them in key order (kernels/lse_merge.h), then folds in the sink. Every order is fixed:
+// results are bitwise deterministic for the same lengths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -44,7 +47,7 @@ struct Batch {
   int off = 0;         // the mask's diagonal offset
   // Splits: the batch's non-empty splits are first, first + 1, ..., first + count - 1.
   int first = 0, count = 0;
-  int tiles_per_split = 0;  // dynamic mode
+  int tiles = 0;  // 64-key tiles of [kb, ke)
 };
 
 __device__ __forceinline__ int clamp_int(int64_t x, int64_t lo, int64_t hi) {
@@ -75,30 +78,113 @@ __device__ Batch batch_of(const Params& p, int b) {
     t.ke = clamp_int(p.band.last_key(t.sq - 1, t.off) + 1, 0, t.skv);
   }
   if (t.ke <= t.kb) return t;  // no visible key: count 0
+  t.tiles = (t.ke + kBlockN - 1) / kBlockN - t.kb / kBlockN;
   if (p.split_tokens > 0) {
     const int64_t n = p.split_tokens;
     t.first = static_cast<int>(t.kb / n);
     t.count = static_cast<int>((t.ke + n - 1) / n) - t.first;
-  } else {
-    const int t0 = t.kb / kBlockN, t1 = (t.ke + kBlockN - 1) / kBlockN;
-    const int nt = t1 - t0;
-    t.tiles_per_split = max(p.min_split_tiles, (nt + p.max_splits - 1) / p.max_splits);
-    t.count = (nt + t.tiles_per_split - 1) / t.tiles_per_split;
-  }
+  }  // dynamic: the pieces come from the schedule
   return t;
 }
 
-// Split s's keys [lo, hi) (empty when s holds none of the batch's keys).
+// ---- The dynamic schedule (decode_params.h), computed alike by every CTA. -------------------
+//
+// The batches' key tiles laid end to end (batch order) are cut into chunks of `quota` tiles,
+// chunk c for CTA c of every (kv head, row tile): a CTA takes the pieces of the batches its
+// chunk overlaps, so no CTA reads more than quota tiles whatever the lengths. An empty batch
+// is a piece of the CTA at its position (it writes zeros). Piece (b, c) has partial row b + c:
+// along the tiles b and c never both stay, so the rows are distinct and below b + ctas.
+
+struct Span {
+  int first = 0, last = 0;  // the CTAs (chunks) that hold batch b's pieces
+};
+
+__device__ __forceinline__ Span span_of(int64_t at, int64_t tiles, int64_t quota, int64_t last) {
+  Span sp;
+  if (tiles > 0) {
+    sp.first = static_cast<int>(at / quota);
+    sp.last = static_cast<int>((at + tiles - 1) / quota);
+  } else {
+    sp.first = sp.last = static_cast<int>(at / quota < last ? at / quota : last);
+  }
+  return sp;
+}
+
+struct Chunk {
+  int b_lo = -1, b_hi = -1;  // the batches this CTA holds pieces of (-1: none)
+  int64_t at = 0;            // the first tile of batch b_lo along the batches' tiles
+  int64_t quota = 1;
+  int64_t last = 0;  // the last CTA with work
+};
+
+// CTA c's chunk; `publish`: also writes every batch's span to p.schedule for the combine.
+// Block-wide (every thread calls it); scratch: 12 int64 of shared memory.
+__device__ Chunk schedule_chunk(const Params& p, int c, bool publish, long long* scratch) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  constexpr int kWarps = kThreads / 32;
+  const int64_t ctas = p.slots - p.b;  // b * max_splits >= 1, the grid's CTAs a unit
+  // Each thread takes a contiguous run of batches, so that the scan below is in batch order.
+  const int per = (p.b + kThreads - 1) / kThreads;
+  const int b0 = min(p.b, tid * per), b1 = min(p.b, b0 + per);
+  long long mine = 0;
+  for (int b = b0; b < b1; ++b) mine += batch_of(p, b).tiles;
+  long long incl = mine;  // inclusive scan over the warp, then over the warps
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const long long x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
+  }
+  if (lane == 31) scratch[warp] = incl;
+  if (tid == 0) {
+    scratch[2 * kWarps] = -1;     // b_lo: none yet
+    scratch[2 * kWarps + 1] = 0;  // b_hi (an atomic max)
+  }
+  __syncthreads();
+  long long at = incl - mine, total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    if (w < warp) at += scratch[w];
+    total += scratch[w];
+  }
+  Chunk ch;
+  const int64_t even = (total + ctas - 1) / ctas;
+  ch.quota = even > p.min_split_tiles ? even : p.min_split_tiles;
+  ch.last = total > 0 ? (total - 1) / ch.quota : 0;
+  // The span of the batch before this thread's first (whose last CTA tells whether b0 is c's
+  // first batch).
+  int prev_last = -1;
+  if (b0 > 0 && b0 < b1) {
+    const int64_t nt = batch_of(p, b0 - 1).tiles;
+    prev_last = span_of(at - nt, nt, ch.quota, ch.last).last;
+  }
+  for (int b = b0; b < b1; ++b) {
+    const int64_t nt = batch_of(p, b).tiles;
+    const Span sp = span_of(at, nt, ch.quota, ch.last);
+    if (publish) reinterpret_cast<int2*>(p.schedule)[b] = make_int2(sp.first, sp.last);
+    if (sp.first <= c && c <= sp.last) {
+      if (prev_last < c) {  // c's first batch: one thread writes it
+        scratch[2 * kWarps] = b;
+        scratch[2 * kWarps + 2] = at;
+      }
+      atomicMax(reinterpret_cast<unsigned long long*>(scratch + 2 * kWarps + 1),
+                static_cast<unsigned long long>(b));
+    }
+    prev_last = sp.last;
+    at += nt;
+  }
+  __syncthreads();
+  ch.b_lo = static_cast<int>(scratch[2 * kWarps]);
+  ch.b_hi = static_cast<int>(scratch[2 * kWarps + 1]);
+  ch.at = scratch[2 * kWarps + 2];
+  __syncthreads();  // scratch is free for the caller again
+  return ch;
+}
+
+// Batch-invariant split s's keys [lo, hi) (empty when s holds none of the batch's keys).
 __device__ __forceinline__ void split_range(const Params& p, const Batch& t, int s, int& lo,
                                             int& hi) {
-  if (p.split_tokens > 0) {
-    lo = static_cast<int>(max(static_cast<int64_t>(t.kb), s * p.split_tokens));
-    hi = static_cast<int>(min(static_cast<int64_t>(t.ke), (s + 1) * p.split_tokens));
-  } else {
-    const int t0 = t.kb / kBlockN;
-    lo = max(t.kb, (t0 + s * t.tiles_per_split) * kBlockN);
-    hi = min(t.ke, (t0 + (s + 1) * t.tiles_per_split) * kBlockN);
-  }
+  lo = static_cast<int>(max(static_cast<int64_t>(t.kb), s * p.split_tokens));
+  hi = static_cast<int>(min(static_cast<int64_t>(t.ke), (s + 1) * p.split_tokens));
   if (s < t.first || s >= t.first + t.count) hi = lo;
 }
 
@@ -208,8 +294,11 @@ struct Smem {
 
 // ---- The attention kernel. -----------------------------------------------------------------
 
-template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
+// One piece of work: keys [lo, hi) of batch b for kv head h and row tile mt; partials (when
+// not direct) go to partial row prow. Block-wide; leaves no copy in flight.
+template <class T, int kD, bool kPaged, int kStagesT>
+__device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int b, int lo, int hi,
+                                             int64_t prow, const Batch& bt, bool direct) {
   using S = Smem<kD, kStagesT>;
   constexpr int kStages = S::kStages;
   constexpr int kChunks = kD / 8;                   // 16-byte chunks of a row
@@ -223,25 +312,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   uint16_t* sv = sk + kStages * S::kTile;
   float* red = reinterpret_cast<float*>(sv + kStages * S::kTile);     // [2][4 warps][16 rows]
   int32_t* ring = reinterpret_cast<int32_t*>(red + 2 * 4 * kBlockM);  // [kRing][kEntries]
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int64_t bid = blockIdx.x;
-  const int mt = static_cast<int>(bid % p.m_tiles);
-  bid /= p.m_tiles;
-  const int h = static_cast<int>(bid % p.h_kv);
-  bid /= p.h_kv;
-  const int split = static_cast<int>(bid % p.max_splits);
-  const int b = static_cast<int>(bid / p.max_splits);
 
-  const Batch bt = batch_of(p, b);
-  int lo, hi;
-  split_range(p, bt, split, lo, hi);
-  const bool direct = bt.count <= 1;
-  if (direct) {
-    if (split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns the batch
-  } else if (lo >= hi) {
-    return;  // the combine skips this split
-  }
+  if (!direct && lo >= hi) return;  // the combine skips this split
 
   // Q: the 16 packed rows, any strides (tiny next to K and V), zero past the valid rows.
   for (int e = tid; e < kBlockM * kChunks; e += kThreads) {
@@ -509,13 +582,59 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
       p.stats[b * p.stats_s[0] + hq * p.stats_s[1] + (bt.q0 + i) * p.stats_s[2]] = lse;
     }
   } else {
-    const int64_t row = ((static_cast<int64_t>(split) * p.b + b) * p.h_q + hq) * p.s_q + i;
+    const int64_t row = (prow * p.h_q + hq) * p.s_q + i;
     float* po = p.partial_o + row * kD + c0;
 #pragma unroll
     for (int c = 0; c < kD / 8; c += 4) {
       *reinterpret_cast<float4*>(po + c) = make_float4(acc[c], acc[c + 1], acc[c + 2], acc[c + 3]);
     }
     if (tid % 8 == 0) p.partial_lse[row] = lse;
+  }
+}
+
+template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
+  using S = Smem<kD, kStagesT>;
+  extern __shared__ __align__(128) uint16_t smem[];
+  // The schedule's scratch: the merge area, free until a piece's end.
+  long long* scratch =
+      reinterpret_cast<long long*>(smem + kBlockM * kD + 2 * S::kStages * S::kTile);
+
+  int64_t bid = blockIdx.x;
+  const int mt = static_cast<int>(bid % p.m_tiles);
+  bid /= p.m_tiles;
+  const int h = static_cast<int>(bid % p.h_kv);
+  bid /= p.h_kv;
+  if (p.split_tokens > 0) {
+    const int split = static_cast<int>(bid % p.max_splits);
+    const int b = static_cast<int>(bid / p.max_splits);
+    const Batch bt = batch_of(p, b);
+    const bool direct = bt.count <= 1;
+    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
+    int lo, hi;
+    split_range(p, bt, split, lo, hi);
+    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi,
+                                          static_cast<int64_t>(split) * p.b + b, bt, direct);
+    return;
+  }
+  // Dynamic: this CTA's chunk of quota tiles along the batches, one piece a batch it overlaps.
+  const int c = static_cast<int>(bid);
+  const Chunk ch = schedule_chunk(p, c, blockIdx.x == 0, scratch);
+  if (ch.b_lo < 0) return;  // past the last chunk (the same for the whole block)
+  int64_t at = ch.at;
+  for (int b = ch.b_lo; b <= ch.b_hi; ++b) {
+    if (b > ch.b_lo) __syncthreads();  // the previous piece's shared memory is read
+    const Batch bt = batch_of(p, b);
+    const Span sp = span_of(at, bt.tiles, ch.quota, ch.last);
+    // This chunk's tiles of the batch, as keys.
+    const int64_t c0 = c * ch.quota, c1 = c0 + ch.quota, end = at + bt.tiles;
+    const int64_t t_lo = (c0 > at ? c0 : at) - at, t_hi = (c1 < end ? c1 : end) - at;
+    const int t0 = bt.kb / kBlockN;
+    const int lo = max(bt.kb, static_cast<int>(t0 + t_lo) * kBlockN);
+    const int hi = min(bt.ke, static_cast<int>(t0 + t_hi) * kBlockN);
+    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi, static_cast<int64_t>(b) + c, bt,
+                                          sp.first == sp.last);
+    at += bt.tiles;
   }
 }
 
@@ -531,20 +650,31 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   const int hq = static_cast<int>(row / p.s_q % p.h_q);
   const int b = static_cast<int>(row / p.s_q / p.h_q);
   const Batch bt = batch_of(p, b);
-  if (bt.count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
+  // The batch's partial rows in key order: split * b + batch (batch-invariant), or batch + CTA
+  // for the CTAs first .. last of its span (dynamic).
+  int count, first = 0;
+  if (p.split_tokens > 0) {
+    count = bt.count;
+  } else {
+    const int2 sp = reinterpret_cast<const int2*>(p.schedule)[b];
+    first = sp.x;
+    count = sp.y - sp.x + 1;
+  }
+  if (count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
+  const auto prow_of = [&](int s) -> int64_t {
+    if (p.split_tokens > 0) return static_cast<int64_t>(bt.first + s) * p.b + b;
+    return static_cast<int64_t>(b) + first + s;
+  };
 
   float acc[kPer];
 #pragma unroll
   for (int c = 0; c < kPer; ++c) acc[c] = 0.f;
   float lse = -INFINITY;
   if (i < bt.sq) {
-    const int64_t split_stride = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
-    const int64_t base = (static_cast<int64_t>(b) * p.h_q + hq) * p.s_q + i;
-    const float* lse_of = p.partial_lse + base + bt.first * split_stride;
-    const float* o_of = p.partial_o + (base + bt.first * split_stride) * kD + lane * kPer;
+    const auto row_of = [&](int s) { return (prow_of(s) * p.h_q + hq) * p.s_q + i; };
     // Pass 1, a split a lane: the largest lse (and whether one is NaN) over the warp.
     kernels::LseMerge<float> merge;
-    for (int s = lane; s < bt.count; s += 32) merge.see(lse_of[s * split_stride]);
+    for (int s = lane; s < count; s += 32) merge.see(p.partial_lse[row_of(s)]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       merge.max = fmaxf(merge.max, __shfl_xor_sync(0xffffffffu, merge.max, o));
@@ -554,21 +684,21 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
     // (every split in the range was written, so its O is read unconditionally: independent
     // loads, and a select keeps a part that contributes nothing out of the sums).
     float sum = 0.f;
-    for (int c = 0; c < bt.count; c += 32) {
+    for (int c = 0; c < count; c += 32) {
       float w = 0.f;
       bool use = false;
-      if (c + lane < bt.count) {
-        const float l = lse_of[(c + lane) * split_stride];
+      if (c + lane < count) {
+        const float l = p.partial_lse[row_of(c + lane)];
         use = merge.contributes(l);
         w = use ? merge.weight(l) : 0.f;
       }
       const unsigned used = __ballot_sync(0xffffffffu, use);
-      const int n = min(32, bt.count - c);
+      const int n = min(32, count - c);
 #pragma unroll 4
       for (int j = 0; j < n; ++j) {
         const float wj = __shfl_sync(0xffffffffu, w, j);
         const bool uj = (used >> j) & 1u;
-        const float* po = o_of + static_cast<int64_t>(c + j) * split_stride * kD;
+        const float* po = p.partial_o + row_of(c + j) * kD + lane * kPer;
         sum = uj ? sum + wj : sum;
 #pragma unroll
         for (int x = 0; x < kPer; ++x) acc[x] = uj ? fmaf(wj, po[x], acc[x]) : acc[x];
@@ -663,7 +793,7 @@ Status load_kernels(const Params& p, bool bf16) {
                                          static_cast<int>(smem_bytes(p)));
   if (err != cudaSuccess) return cuda_error("decode_kernel: cannot load", err);
   cudaFuncAttributes attr;
-  if (p.max_splits > 1) {
+  if (p.split_tokens == 0 || p.max_splits > 1) {
     err = cudaFuncGetAttributes(&attr, pick_combine(p, bf16));
     if (err != cudaSuccess) return cuda_error("decode_combine_kernel: cannot load", err);
   }
@@ -677,10 +807,13 @@ Status load_kernels(const Params& p, bool bf16) {
 
 Status launch(const Params& p, bool bf16, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  const int64_t ctas = static_cast<int64_t>(p.b) * p.h_kv * p.max_splits * p.m_tiles;
+  // Dynamic: slots - b CTAs a unit; the last b take the extra slots too (decode_kernel).
+  const int64_t per_unit = p.split_tokens > 0 ? static_cast<int64_t>(p.b) * p.max_splits
+                                              : static_cast<int64_t>(p.slots) - p.b;
+  const int64_t ctas = per_unit * p.h_kv * p.m_tiles;
   if (ctas == 0) return Status();
   pick_attention(p, bf16)<<<static_cast<unsigned>(ctas), kThreads, smem_bytes(p), s>>>(p);
-  if (p.max_splits > 1) {
+  if (p.partial_o != nullptr) {
     const int64_t rows = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
     const auto blocks = static_cast<unsigned>((rows + kCombineRows - 1) / kCombineRows);
     pick_combine(p, bf16)<<<blocks, kThreads, 0, s>>>(p);

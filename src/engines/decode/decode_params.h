@@ -44,13 +44,29 @@ struct Params {
   bool has_stats = false, has_sink = false;
   kernels::BandMask band;
 
-  // Split-KV. max_splits == 1: no partials; every CTA writes O directly. Else a batch whose keys
-  // take one split is written directly too; the others go through the partials and the combine.
+  // Split-KV. A batch whose keys take one split is written directly by its CTA; the others go
+  // through the partials and the combine.
+  //
+  // Dynamic (split_tokens == 0): the splits follow the device lengths. The grid has slots - b
+  // = b * max_splits CTAs per (kv head, row tile) (max_splits: the envelope's rule). Every CTA
+  // computes the total T of key tiles over the batch (laid end to end in batch order) and the
+  // quota Q = max(min_split_tiles, ceil(T / CTAs)); CTA c takes the pieces of tiles [cQ, cQ +
+  // Q): at most Q tiles a CTA for every length vector within the envelope. Piece (batch, c)
+  // writes partial row batch + c < b + CTAs = slots (distinct: along the tiles, batch and c
+  // never both stay). A batch whose tiles lie in one chunk is written directly.
+  //
+  // Batch-invariant (split_tokens > 0): splits at multiples of split_tokens keys, grid b *
+  // max_splits per (kv head, row tile), partial rows indexed by split * b + batch; max_splits
+  // == 1: no partials.
   int max_splits = 1;
+  int slots = 0;                 // dynamic: partial rows, b * (max_splits + 1)
   int min_split_tiles = 1;       // dynamic splits: at least this many 64-key tiles a split
   int64_t split_tokens = 0;      // > 0: batch-invariant, splits at multiples of this many keys
-  float* partial_o = nullptr;    // [split, b, h_q, s_q, d_v] f32
-  float* partial_lse = nullptr;  // [split, b, h_q, s_q] f32, natural log
+  float* partial_o = nullptr;    // [row, h_q, s_q, d_v] f32 (row: see above)
+  float* partial_lse = nullptr;  // [row, h_q, s_q] f32, natural log
+  // Dynamic: per batch {first CTA, last CTA} of its pieces, written by CTA 0 of the attention
+  // kernel, read by the combine.
+  int32_t* schedule = nullptr;
   // d128's pipeline depth: 3 (2 CTAs an SM), or 2 (3 CTAs an SM) for grids of many waves.
   int stages = 0;
 };

@@ -122,11 +122,12 @@ std::string decline_reason(const Facts& f, const Target& target) {
   if (f.b > std::numeric_limits<int32_t>::max() || f.h_q > std::numeric_limits<int32_t>::max()) {
     return "b and h_q must fit 32 bits";
   }
+  const int64_t splits = pick_splits(f, target);
   const double ctas = static_cast<double>(f.b) * static_cast<double>(f.h_kv) *
                       static_cast<double>(m_tiles_of(f)) *
-                      static_cast<double>(pick_splits(f, target));
+                      static_cast<double>(f.split_tokens > 0 ? splits : splits + 1);
   if (ctas > static_cast<double>(std::numeric_limits<int32_t>::max())) {
-    return "b * h_kv * splits * ceil(s_q * h_q / h_kv / 16) must not exceed 2^31 - 1 CTAs";
+    return "b * h_kv * (splits + 1) * ceil(s_q * h_q / h_kv / 16) must not exceed 2^31 - 1 CTAs";
   }
   return "";
 }
@@ -198,16 +199,24 @@ Params make_params(const Facts& f, const Target& target) {
   p.stages = pick_stages(f, target, p.max_splits);
   p.min_split_tiles = static_cast<int>(kMinSplitTiles);
   p.split_tokens = f.split_tokens;
+  // Dynamic: b * max_splits CTAs a unit, and b more partial rows (one a batch boundary).
+  p.slots = f.split_tokens > 0 ? 0 : static_cast<int>(f.b * (p.max_splits + 1));
   return p;
 }
 
+bool uses_partials(const Params& p) {
+  return p.split_tokens > 0 ? p.max_splits > 1 : true;
+}
+
 void add_workspace(const Facts& f, const Params& p, WorkspaceLayout& workspace) {
-  if (p.max_splits <= 1) return;
-  const int64_t splits = p.max_splits;
+  if (!uses_partials(p)) return;
+  const int64_t rows = p.split_tokens > 0 ? p.max_splits * f.b : p.slots;
   workspace.add(kPartialOChunk,
-                saturating_bytes({splits, f.b, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
-  workspace.add(kPartialLseChunk,
-                saturating_bytes({splits, f.b, f.h_q, f.s_q, int64_t{sizeof(float)}}));
+                saturating_bytes({rows, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
+  workspace.add(kPartialLseChunk, saturating_bytes({rows, f.h_q, f.s_q, int64_t{sizeof(float)}}));
+  if (p.split_tokens == 0) {
+    workspace.add(kScheduleChunk, saturating_bytes({f.b, 2, int64_t{sizeof(int32_t)}}));
+  }
 }
 
 }  // namespace floe::detail::decode

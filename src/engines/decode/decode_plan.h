@@ -11,7 +11,8 @@ namespace floe::detail::decode {
 
 inline constexpr const char* kPartialOChunk = "decode_partial_o";
 inline constexpr const char* kPartialLseChunk = "decode_partial_lse";
-inline constexpr int64_t kMaxQueries = 16;  // s_q a decode problem may have
+inline constexpr const char* kScheduleChunk = "decode_schedule";  // dynamic splits: int32 [b][2]
+inline constexpr int64_t kMaxQueries = 16;                        // s_q a decode problem may have
 
 // Why the decode engine does not serve this problem on this target; empty when it does.
 std::string decline_reason(const Facts& facts, const Target& target);
@@ -19,7 +20,10 @@ std::string decline_reason(const Facts& facts, const Target& target);
 // Kernel arguments (pointers left null), max_splits included, for an accepted problem.
 Params make_params(const Facts& facts, const Target& target);
 
-// The partial chunks, when the plan splits.
+// Whether the plan's launches go through the partials and the combine.
+bool uses_partials(const Params& params);
+
+// The partial chunks (and the dynamic schedule's), when the plan splits.
 void add_workspace(const Facts& facts, const Params& params, WorkspaceLayout& workspace);
 
 }  // namespace floe::detail::decode
