@@ -136,10 +136,10 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
                    const BwdGrids& grids)
       : params_(params),
-        q_(tma_tensor(f, TensorId::q, kernel->block_m)),
-        do_(tma_tensor(f, TensorId::d_o, kernel->block_m)),
-        k_(tma_tensor(f, TensorId::k, kernel->block_n)),
-        v_(tma_tensor(f, TensorId::v, kernel->block_n)),
+        q_(tma_tensor(f, TensorId::q, bwd_tile_shape(tile).block_m)),
+        do_(tma_tensor(f, TensorId::d_o, bwd_tile_shape(tile).block_m)),
+        k_(tma_tensor(f, TensorId::k, bwd_tile_shape(tile).block_n)),
+        v_(tma_tensor(f, TensorId::v, bwd_tile_shape(tile).block_n)),
         kernel_(kernel),
         tile_(tile),
         grids_(grids) {}

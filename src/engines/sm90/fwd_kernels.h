@@ -1,51 +1,41 @@
 // sm90 forward: the compiled kernel instantiations, as the planner sees them (no CUDA device
-// code here). One entry per (tile, dtype, score-mod flag); each tile's instantiations live in
-// their own .cu file (fwd_<tile>.cu) so the build parallelises. The generated lookup per tile
-// (shared with the backward's template) returns the plain entry, which points at its score-mod
-// sibling.
+// code here). One entry per (tile, dtype, variant); each tile's instantiations live in their own
+// translation unit (fwd_<tile>.cu, generated from engines/tile_kernels.cu.in) so the build
+// parallelises.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include "engines/kernel_table.h"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
 #include "floe/tensor.h"
 
 namespace floe::detail::sm90 {
 
-struct FwdKernel {
-  const char* name;  // e.g. "sm90_fwd_d128_bf16", for messages
-  int threads;
-  int smem_bytes;  // dynamic shared memory per CTA
-  int block_m, block_n;
-  // Plan time: opts the kernel into its shared memory on the current device.
-  cudaError_t (*prepare)();
-  // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
-  cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
-  // The plain entry's score-mod sibling (softcap, bias, sink); null in the score-mod entry.
-  const FwdKernel* score_mod = nullptr;
+// One launch of the forward kernel on a grid of `grid` CTAs.
+using FwdKernel = KernelEntry<FwdParams, unsigned>;
+
+// A tile's variants beside the dtype: the plain kernel, and the score-mod one (softcap, bias,
+// sink), named <base>_<dtype>_score_mod.
+enum class FwdVariant : int { plain = 0, score_mod = 1 };
+struct FwdVariants {
+  using Variant = FwdVariant;
+  static constexpr int kCount = 2;
+  static constexpr const char* suffix(FwdVariant v) {
+    return v == FwdVariant::score_mod ? "score_mod" : "";
+  }
 };
 
-// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
-// tile only); generated per tile from tile_kernels.cu.in by floe_add_engine.
-const FwdKernel* fwd_kernel_d64(DType dtype);
-const FwdKernel* fwd_kernel_d128(DType dtype);
-const FwdKernel* fwd_kernel_d256(DType dtype);
+// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
+const FwdKernel* fwd_kernel_d64(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_kernel_d128(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_kernel_d256(DType dtype, FwdVariant variant);
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false) {
-  const FwdKernel* plain = nullptr;
-  switch (tile) {
-    case FwdTile::d64:
-      plain = fwd_kernel_d64(dtype);
-      break;
-    case FwdTile::d128:
-      plain = fwd_kernel_d128(dtype);
-      break;
-    case FwdTile::d256:
-      plain = fwd_kernel_d256(dtype);
-      break;
-  }
-  return plain != nullptr && score_mod ? plain->score_mod : plain;
+  static constexpr TileLookup<FwdKernel, FwdVariant> kLookups[kFwdTileCount] = {
+      &fwd_kernel_d64, &fwd_kernel_d128, &fwd_kernel_d256};
+  return find_kernel(kLookups, tile, dtype, score_mod ? FwdVariant::score_mod : FwdVariant::plain);
 }
 
 }  // namespace floe::detail::sm90

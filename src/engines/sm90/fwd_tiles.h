@@ -55,17 +55,6 @@ inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
   return kFwdTiles[static_cast<int>(t)];
 }
 
-// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>[_score_mod]", by
-// [tile][{f16, bf16}]: the plain kernels, and the score-mod ones (softcap, bias, sink).
-inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
-    {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
-    {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
-    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"}};
-inline constexpr const char* kFwdScoreModKernelNames[kFwdTileCount][2] = {
-    {"sm90_fwd_d64_f16_score_mod", "sm90_fwd_d64_bf16_score_mod"},
-    {"sm90_fwd_d128_f16_score_mod", "sm90_fwd_d128_bf16_score_mod"},
-    {"sm90_fwd_d256_f16_score_mod", "sm90_fwd_d256_bf16_score_mod"}};
-
 // The tile that serves (d_qk, d_v), or false: only equal head dims of 64, 128 or 256 for now.
 inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {
   if (d_qk != d_v) return false;
