@@ -37,7 +37,7 @@ const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_kernel_d256_q1(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_kernel_d256_m32(DType dtype, kernels::ScoreMod mod);
 
-// The serving instantiations (ragged sides: kernels/serving_rows.h), likewise.
+// The serving instantiations (ragged sides: kernels/sm80/serving_rows.h), likewise.
 const BwdKernel* bwd_serving_kernel_d64(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_serving_kernel_d128(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_serving_kernel_d192_128(DType dtype, kernels::ScoreMod mod);

@@ -25,7 +25,7 @@ const FwdKernel* fwd_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
 const FwdKernel* fwd_kernel_d256(DType dtype, kernels::ScoreMod mod);
 const FwdKernel* fwd_kernel_d256_m64(DType dtype, kernels::ScoreMod mod);
 
-// The serving instantiations (ragged sides, paged K/V: kernels/serving_rows.h), likewise.
+// The serving instantiations (ragged sides, paged K/V: kernels/sm80/serving_rows.h), likewise.
 const FwdKernel* fwd_serving_kernel_d64(DType dtype, kernels::ScoreMod mod);
 const FwdKernel* fwd_serving_kernel_d128(DType dtype, kernels::ScoreMod mod);
 const FwdKernel* fwd_serving_kernel_d192_128(DType dtype, kernels::ScoreMod mod);
