@@ -63,13 +63,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   return "";
 }
 
-void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
-  const TensorDesc& d = f.t(id);
-  *sb = d.strides[0];
-  *sh = d.strides[1];
-  *ss = d.strides[2];
-}
-
 constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
@@ -80,12 +73,12 @@ constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
 
 BwdParams make_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
-  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
-  strides_of(f, TensorId::d_o, &p.do_stride_b, &p.do_stride_h, &p.do_stride_s);
-  strides_of(f, TensorId::dq, &p.dq_stride_b, &p.dq_stride_h, &p.dq_stride_s);
-  strides_of(f, TensorId::dk, &p.dk_stride_b, &p.dk_stride_h, &p.dk_stride_s);
-  strides_of(f, TensorId::dv, &p.dv_stride_b, &p.dv_stride_h, &p.dv_stride_s);
-  strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  p.o_strides = tensor_core::strides_of(f, TensorId::o);
+  p.do_strides = tensor_core::strides_of(f, TensorId::d_o);
+  p.dq_strides = tensor_core::strides_of(f, TensorId::dq);
+  p.dk_strides = tensor_core::strides_of(f, TensorId::dk);
+  p.dv_strides = tensor_core::strides_of(f, TensorId::dv);
+  p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
   p.b = static_cast<int32_t>(f.b);
   p.h_q = static_cast<int32_t>(f.h_q);
   p.h_kv = static_cast<int32_t>(f.h_kv);
