@@ -1,20 +1,25 @@
 # floe_add_engine(NAME [ARCHS arch...]
 #                 [DIRECTIONS dir... TILES tile... [FWD_TILES tile...] [BWD_TILES tile...]
-#                  CI_TILES tile... TILE_TEMPLATE file [SERVING_TEMPLATE file]])
+#                  CI_TILES tile... [SERVING]])
 #
 # Adds the engine in src/engines/NAME (its *.cc and *.cu, globbed) to the floe library, its CUDA
 # code compiled for its own architectures: ARCHS as far as FLOE_CUDA_ARCHS allows (an engine of
 # wgmma kernels builds for 90a only, whatever else the library builds for), or FLOE_CUDA_ARCHS
 # without ARCHS. With TILES, one translation unit per (direction, tile) is generated from
-# TILE_TEMPLATE into the build tree (@DIR@, @DIR_NAME@ = Fwd/Bwd, @TILE@, @KERNEL@ = Fwd/BwdKernel,
-# @BUILT@): the instantiations of a tile compile in parallel with the others. FWD_TILES or
-# BWD_TILES replace TILES for a direction whose tiles differ. FLOE_KERNELS=ci builds CI_TILES
-# only; the other tiles get a host-only stub that finds no kernel. SERVING_TEMPLATE: a second
-# translation unit per (direction, tile), <direction>_serving_<tile>, from that template (the
-# engine's serving instantiations: ragged sides, paged K/V), built and stubbed like the first.
+# src/engines/tile_kernels.cu.in into the build tree (@ENGINE@, @DIR@, @DIR_NAME@ = Fwd/Bwd,
+# @TILE@, @KIND@, @BUILT@): the instantiations of a tile compile in parallel with the others.
+# FWD_TILES or BWD_TILES replace TILES for a direction whose tiles differ. FLOE_KERNELS=ci builds
+# CI_TILES only; the other tiles get a host-only stub that finds no kernel. SERVING: a second
+# translation unit per (direction, tile), <direction>_serving_<tile> (@KIND@ = _serving: the
+# engine's serving instantiations, ragged sides and paged K/V), built and stubbed like the first.
 function(floe_add_engine name)
-  cmake_parse_arguments(E "" "TILE_TEMPLATE;SERVING_TEMPLATE" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES"
-                        ${ARGN})
+  cmake_parse_arguments(E "SERVING" "" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES" ${ARGN})
+  set(template "${PROJECT_SOURCE_DIR}/src/engines/tile_kernels.cu.in")
+  set(ENGINE ${name})
+  set(kinds dense)
+  if(E_SERVING)
+    list(APPEND kinds serving)
+  endif()
   set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
   file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
 
@@ -52,15 +57,15 @@ function(floe_add_engine name)
       set(DIR ${direction})
       set(TILE ${tile})
       set(DIR_NAME "${first}${rest}")
-      set(KERNEL "${DIR_NAME}Kernel")
-      set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_${tile}.${ext}")
-      configure_file("${E_TILE_TEMPLATE}" "${out}" @ONLY)
-      list(APPEND sources "${out}")
-      if(E_SERVING_TEMPLATE)
-        set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}_serving_${tile}.${ext}")
-        configure_file("${E_SERVING_TEMPLATE}" "${out}" @ONLY)
+      foreach(kind IN LISTS kinds)
+        set(KIND "")
+        if(kind STREQUAL "serving")
+          set(KIND _serving)
+        endif()
+        set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}${KIND}_${tile}.${ext}")
+        configure_file("${template}" "${out}" @ONLY)
         list(APPEND sources "${out}")
-      endif()
+      endforeach()
     endforeach()
   endforeach()
 

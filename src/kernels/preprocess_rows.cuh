@@ -12,6 +12,7 @@
 #include <cute/config.hpp>
 
 #include "kernels/constants.h"
+#include "kernels/strides.h"
 
 namespace floe::kernels {
 
@@ -26,6 +27,23 @@ struct PreprocessRows {
   int rows;         // the batch's query length: rows from here on get delta 0 and lse +inf
   float* delta;     // the tile's row 0 in the dense chunk
   float* lse_log2;  // likewise
+
+  // O, dO and the stats of head h of batch b from token q0 on (a ragged side's slot; else 0),
+  // through their [b, h, s] strides; the other fields are the caller's.
+  template <class Element>
+  static __device__ __forceinline__ PreprocessRows at(const void* o, const Strides3& os,
+                                                      const void* d_o, const Strides3& dos,
+                                                      const float* stats, const Strides3& ss,
+                                                      int64_t b, int64_t h, int64_t q0) {
+    PreprocessRows r;
+    r.o = static_cast<const Element*>(o) + b * os.b + h * os.h + q0 * os.s;
+    r.d_o = static_cast<const Element*>(d_o) + b * dos.b + h * dos.h + q0 * dos.s;
+    r.o_stride_s = os.s;
+    r.do_stride_s = dos.s;
+    r.stats = stats + b * ss.b + h * ss.h + q0 * ss.s;
+    r.stats_stride_s = ss.s;
+    return r;
+  }
 };
 
 template <class Element, int kBlockM, int kThreads>

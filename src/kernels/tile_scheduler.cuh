@@ -26,6 +26,20 @@ inline FastDivisor divisor_of(int64_t n) {
   return FastDivisor(static_cast<uint32_t>(n));
 }
 
+// Host: a walk over `pairs` (head, batch) pairs of `blocks` tiles each, in sections of
+// `section_pairs` pairs (<= 0 or more than there are: one section), the last section the rest:
+// the divisors its device side decodes a position with, written into a scheduler's Params
+// (section_tiles, section, last, last_section: the persistent and the key-tile schedulers').
+template <class Params>
+inline void set_pair_sections(Params& p, int64_t pairs, int64_t blocks, int64_t section_pairs) {
+  const int64_t sec = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
+  const int64_t sections = (pairs + sec - 1) / sec;
+  p.section_tiles = divisor_of(sec * blocks);
+  p.section = divisor_of(sec);
+  p.last = divisor_of(pairs - (sections - 1) * sec);
+  p.last_section = static_cast<uint32_t>(sections - 1);
+}
+
 // linear -> (tile, head, batch), tile fastest.
 struct TileHeadBatch {
   uint32_t tile, h, b;
@@ -102,12 +116,7 @@ struct PersistentTileScheduler {
     p.snake = snake;
     p.list = QueryTileScheduler::make(m_blocks, h_q, heavy_last_m && !p.lpt);
     const int64_t pairs = h_q * b;
-    const int64_t sec = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
-    const int64_t sections = (pairs + sec - 1) / sec;
-    p.section_tiles = divisor_of(sec * m_blocks);
-    p.section = divisor_of(sec);
-    p.last = divisor_of(pairs - (sections - 1) * sec);
-    p.last_section = static_cast<uint32_t>(sections - 1);
+    set_pair_sections(p, pairs, m_blocks, section_pairs);
     p.tiles = static_cast<uint32_t>(m_blocks * pairs);
     return p;
   }
@@ -200,13 +209,7 @@ struct KeyTileScheduler {
     p.n_blocks = divisor_of(n_blocks);
     p.h_kv = divisor_of(h_kv);
     p.descending = descending;
-    const int64_t pairs = h_kv * b;
-    const int64_t sec = section_pairs > 0 && section_pairs < pairs ? section_pairs : pairs;
-    const int64_t sections = (pairs + sec - 1) / sec;
-    p.section_tiles = divisor_of(sec * n_blocks);
-    p.section = divisor_of(sec);
-    p.last = divisor_of(pairs - (sections - 1) * sec);
-    p.last_section = static_cast<uint32_t>(sections - 1);
+    set_pair_sections(p, h_kv * b, n_blocks, section_pairs);
     return p;
   }
   static int64_t grid(const Params& p, int64_t b) { return int64_t{p.n_blocks.d} * p.h_kv.d * b; }

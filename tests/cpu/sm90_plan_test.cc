@@ -206,7 +206,9 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   EXPECT_EQ(k->threads, 384);
   const auto* m = detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, true);
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m, k->score_mod);
+  EXPECT_NE(m, k);
+  EXPECT_STREQ(k->name, "sm90_fwd_d128_bf16");
+  EXPECT_STREQ(m->name, "sm90_fwd_d128_bf16_score_mod");
   EXPECT_LE(m->smem_bytes,
             detail::sm90::fwd_tile_shape(detail::sm90::FwdTile::d128).smem_bytes(true));
   EXPECT_LE(m->smem_bytes, 227 * 1024);
@@ -214,7 +216,9 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   const auto* s =
       detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, false, true);
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s, k->sink);
+  EXPECT_NE(s, k);
+  EXPECT_NE(s, m);
+  EXPECT_STREQ(s->name, "sm90_fwd_d128_bf16_sink");
   EXPECT_EQ(s->smem_bytes, k->smem_bytes);  // the plain kernel's storage
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }

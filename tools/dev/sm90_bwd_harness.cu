@@ -16,6 +16,7 @@
 #include "engines/sm90/bwd_kernel.cuh"
 #include "engines/sm90/bwd_preprocess.cuh"
 #include "engines/sm90/tma_descriptor.h"
+#include "kernels/constants.h"
 
 using namespace floe::detail;
 using namespace floe::detail::sm90;
@@ -230,17 +231,15 @@ struct Runner {
     p.dq_accum = ws_acc;
     p.lse_log2 = ws_lse;
     p.delta = ws_delta;
-    auto strides = [&](int h, int s, int64_t& sb, int64_t& sh, int64_t& ss, int d) {
-      ss = d;
-      sh = (int64_t)s * d;
-      sb = (int64_t)h * s * d;
+    auto strides = [&](int h, int s, int d) {
+      return kernels::Strides3{(int64_t)h * s * d, (int64_t)s * d, d};
     };
-    strides(c.hq, c.sq, p.o_stride_b, p.o_stride_h, p.o_stride_s, c.d);
-    strides(c.hq, c.sq, p.do_stride_b, p.do_stride_h, p.do_stride_s, c.d);
-    strides(c.hq, c.sq, p.dq_stride_b, p.dq_stride_h, p.dq_stride_s, c.d);
-    strides(c.hkv, c.skv, p.dk_stride_b, p.dk_stride_h, p.dk_stride_s, c.d);
-    strides(c.hkv, c.skv, p.dv_stride_b, p.dv_stride_h, p.dv_stride_s, c.d);
-    strides(c.hq, c.sq, p.stats_stride_b, p.stats_stride_h, p.stats_stride_s, 1);
+    p.o_strides = strides(c.hq, c.sq, c.d);
+    p.do_strides = strides(c.hq, c.sq, c.d);
+    p.dq_strides = strides(c.hq, c.sq, c.d);
+    p.dk_strides = strides(c.hkv, c.skv, c.d);
+    p.dv_strides = strides(c.hkv, c.skv, c.d);
+    p.stats_strides = strides(c.hq, c.sq, 1);
     p.b = c.b;
     p.h_q = c.hq;
     p.h_kv = c.hkv;
@@ -249,7 +248,7 @@ struct Runner {
     p.s_kv = c.skv;
     p.d = c.d;
     p.scale = scale;
-    p.scale_log2 = scale * 1.4426950408889634f;
+    p.scale_log2 = scale * kernels::kLog2e;
     p.mask = c.band;
     p.has_mask = c.mask;
     p.num_m_blocks = (c.sq + T::kBlockM - 1) / T::kBlockM;

@@ -28,6 +28,7 @@
 #include "kernels/constants.h"
 #include "kernels/lse_merge.h"
 #include "kernels/math.cuh"
+#include "kernels/ragged_pad.cuh"
 
 namespace floe::detail::decode {
 namespace {
@@ -732,16 +733,14 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
 // kernels above do not reach: O = 0, stats = -inf (DESIGN 2.1). One block per batch.
 template <class T>
 __global__ void __launch_bounds__(kThreads) decode_ragged_pad_kernel(const Params p) {
+  kernels::PadRows o{static_cast<uint16_t*>(p.o), p.o_s[1], p.o_s[2], p.o_s[3], p.h_q, p.d_v};
+  if (p.has_stats) {
+    o.stats = p.stats;
+    o.stats_head_stride = p.stats_s[1];
+    o.stats_row_stride = p.stats_s[2];
+  }
   for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
-    const kernels::Slot s = p.rq.slot(b);
-    const int64_t first = s.start + p.s_q;
-    if (first >= s.end) continue;
-    const int64_t rows = s.end - first;
-    for (int64_t e = threadIdx.x; e < rows * p.h_q * p.d_v; e += blockDim.x) {
-      const int64_t d = e % p.d_v, h = e / p.d_v % p.h_q, t = first + e / p.d_v / p.h_q;
-      static_cast<uint16_t*>(p.o)[h * p.o_s[1] + t * p.o_s[2] + d * p.o_s[3]] = 0;
-      if (p.has_stats && d == 0) p.stats[h * p.stats_s[1] + t * p.stats_s[2]] = -INFINITY;
-    }
+    kernels::pad_slot_rows(p.rq.slot(b), p.s_q, o);
   }
 }
 

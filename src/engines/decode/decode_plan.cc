@@ -7,8 +7,8 @@
 
 #include "engines/decode/decode_kernels.h"
 #include "engines/generic/generic_kernels.h"
+#include "engines/generic/generic_launch_plan.h"
 #include "engines/serving_sides.h"
-#include "kernels/constants.h"
 
 namespace floe::detail::decode {
 namespace {
@@ -176,24 +176,8 @@ Params make_params(const Facts& f, const Target& target) {
     while ((int64_t{1} << p.page_shift) < f.page_size) ++p.page_shift;
   }
 
-  p.b = static_cast<int>(f.b);
-  p.h_q = static_cast<int>(f.h_q);
-  p.h_kv = static_cast<int>(f.h_kv);
-  p.s_q = static_cast<int>(f.s_q);
-  p.s_kv = static_cast<int>(f.s_kv);
-  p.d_qk = static_cast<int>(f.d_qk);
-  p.d_v = static_cast<int>(f.d_v);
-  p.group = static_cast<int>(f.group);
+  generic::set_problem_fields(f, p);
   p.m_tiles = static_cast<int>(m_tiles_of(f));
-
-  p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.has_softcap = f.has_softcap;
-  p.softcap = static_cast<float>(f.softcap);
-  p.inv_softcap = f.has_softcap ? static_cast<float>(1.0 / f.softcap) : 0.f;
-  p.has_stats = f.has(TensorId::stats);
-  p.has_sink = f.has(TensorId::sink);
-  p.band = kernels::BandMask::from(f.mask);
 
   p.max_splits = static_cast<int>(pick_splits(f, target));
   p.stages = pick_stages(f, target, p.max_splits);

@@ -446,27 +446,16 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
 // Ragged padding past the envelope
 
 // Rows of a slot past s_q (dq) or s_kv (dk, dv), in a slot wider than the envelope: padding
-// the tile grids do not reach, written 0 (DESIGN 2.1). One block per batch.
-template <class T>
-__device__ __forceinline__ void zero_rows(const TensorArg& t, const kernels::Slot& s,
-                                          int64_t envelope, int64_t heads, int64_t cols) {
-  const int64_t first = s.start + envelope;
-  if (first >= s.end) return;
-  const int64_t n = (s.end - first) * heads * cols;
-  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-    const int64_t c = e % cols, h = e / cols % heads, r = first + e / cols / heads;
-    store_elem<T>(static_cast<uint16_t*>(t.ptr), h * t.s[1] + r * t.s[2] + c * t.s[3], 0.f);
-  }
-}
-
+// the tile grids do not reach, written 0 (DESIGN 2.1). One block per batch. The writes are
+// dtype-free; T names the instantiation beside the dtype's other kernels (launch_typed).
 template <class T>
 __global__ void __launch_bounds__(kThreads) generic_ragged_pad_kernel(const Params p) {
   for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
-    if (p.ragged_q) zero_rows<T>(p.dq, p.rq.slot(b), p.s_q, p.h_q, p.d_qk);
+    if (p.ragged_q) kernels::pad_slot_rows(p.rq.slot(b), p.s_q, pad_rows(p.dq, p.h_q, p.d_qk));
     if (p.ragged_kv) {
       const kernels::Slot s = p.rkv.slot(b);
-      zero_rows<T>(p.dk, s, p.s_kv, p.h_kv, p.d_qk);
-      zero_rows<T>(p.dv, s, p.s_kv, p.h_kv, p.d_v);
+      kernels::pad_slot_rows(s, p.s_kv, pad_rows(p.dk, p.h_kv, p.d_qk));
+      kernels::pad_slot_rows(s, p.s_kv, pad_rows(p.dv, p.h_kv, p.d_v));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "engines/generic/generic_params.h"
 #include "engines/generic/strided_view.cuh"
 #include "kernels/constants.h"
+#include "kernels/ragged_pad.cuh"
 
 namespace floe::detail::generic {
 
@@ -63,6 +64,12 @@ __device__ __forceinline__ BatchLens batch_lens(const Params& p, int b) {
   }
   L.off = p.band.bottom_right ? L.skv - L.sq : 0;
   return L;
+}
+
+// An output's rows past a ragged slot's envelope, for kernels::pad_slot_rows (no stats).
+__device__ __forceinline__ kernels::PadRows pad_rows(const TensorArg& t, int64_t heads,
+                                                     int64_t cols) {
+  return kernels::PadRows{static_cast<uint16_t*>(t.ptr), t.s[1], t.s[2], t.s[3], heads, cols};
 }
 
 // Keys visible to query i (0 <= i < sq): [lo, hi] with 0 <= lo <= skv and -1 <= hi < skv,

@@ -220,19 +220,14 @@ __global__ void __launch_bounds__(kThreads, 2)
 // that the tiles above do not reach: O = 0, stats = -inf (DESIGN 2.1). One block per batch.
 template <class T>
 __global__ void __launch_bounds__(kThreads) generic_ragged_pad_kernel(const Params p) {
+  kernels::PadRows o = pad_rows(p.o, p.h_q, p.d_v);
+  if (p.has_stats) {
+    o.stats = static_cast<float*>(p.stats.ptr);
+    o.stats_head_stride = p.stats.s[1];
+    o.stats_row_stride = p.stats.s[2];
+  }
   for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
-    const kernels::Slot s = p.rq.slot(b);
-    const int64_t first = s.start + p.s_q;
-    if (first >= s.end) continue;
-    const int64_t rows = s.end - first;
-    for (int64_t e = threadIdx.x; e < rows * p.h_q * p.d_v; e += blockDim.x) {
-      const int64_t d = e % p.d_v, h = e / p.d_v % p.h_q, t = first + e / p.d_v / p.h_q;
-      store_elem<T>(static_cast<uint16_t*>(p.o.ptr), h * p.o.s[1] + t * p.o.s[2] + d * p.o.s[3],
-                    0.f);
-      if (p.has_stats && d == 0) {
-        static_cast<float*>(p.stats.ptr)[h * p.stats.s[1] + t * p.stats.s[2]] = -INFINITY;
-      }
-    }
+    kernels::pad_slot_rows(p.rq.slot(b), p.s_q, o);
   }
 }
 

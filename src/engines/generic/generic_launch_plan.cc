@@ -6,7 +6,6 @@
 
 #include "engines/generic/generic_kernels.h"
 #include "engines/serving_sides.h"
-#include "kernels/constants.h"
 
 namespace floe::detail::generic {
 namespace {
@@ -14,6 +13,32 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
+
+// The tensors the kernels address through a TensorArg: the side a ragged problem packs each on
+// (query: q, o, stats, dO, dQ; keys: k, v, dK, dV), and whether only the backward reads or
+// writes it.
+enum class Side { none, query, key };
+struct Operand {
+  TensorId id;
+  TensorArg Params::*arg;
+  Side side;
+  bool backward;
+};
+constexpr Operand kOperands[] = {
+    {TensorId::q, &Params::q, Side::query, false},
+    {TensorId::k, &Params::k, Side::key, false},
+    {TensorId::v, &Params::v, Side::key, false},
+    {TensorId::o, &Params::o, Side::query, false},
+    {TensorId::stats, &Params::stats, Side::query, false},
+    {TensorId::bias, &Params::bias, Side::none, false},
+    {TensorId::sink, &Params::sink, Side::none, false},
+    {TensorId::d_o, &Params::d_o, Side::query, true},
+    {TensorId::dq, &Params::dq, Side::query, true},
+    {TensorId::dk, &Params::dk, Side::key, true},
+    {TensorId::dv, &Params::dv, Side::key, true},
+    {TensorId::dbias, &Params::dbias, Side::none, true},
+    {TensorId::dsink, &Params::dsink, Side::none, true},
+};
 
 // Products of dims fit comfortably in int64 below this bound (device index arithmetic too).
 constexpr double kIndexLimit = 4.0e18;
@@ -85,53 +110,21 @@ std::string decline_reason(const Facts& f, const Target& target) {
 
 Params make_params(const Facts& f) {
   Params p;
-  p.q = arg_of(f, TensorId::q);
-  p.k = arg_of(f, TensorId::k);
-  p.v = arg_of(f, TensorId::v);
-  p.o = arg_of(f, TensorId::o);
-  p.stats = arg_of(f, TensorId::stats);
-  p.bias = arg_of(f, TensorId::bias);
-  p.d_o = arg_of(f, TensorId::d_o);
-  p.dq = arg_of(f, TensorId::dq);
-  p.dk = arg_of(f, TensorId::dk);
-  p.dv = arg_of(f, TensorId::dv);
-  p.dbias = arg_of(f, TensorId::dbias);
-  p.sink = arg_of(f, TensorId::sink);
-  p.dsink = arg_of(f, TensorId::dsink);
+  for (const Operand& op : kOperands) {
+    const bool ragged =
+        (op.side == Side::query && f.ragged_q) || (op.side == Side::key && f.ragged_kv);
+    p.*op.arg = ragged ? ragged_arg_of(f, op.id) : arg_of(f, op.id);
+  }
   p.lens.q_stride = arg_of(f, TensorId::seq_len_q).s[0];
   p.lens.kv_stride = arg_of(f, TensorId::seq_len_kv).s[0];
   p.ragged_q = f.ragged_q;
   p.ragged_kv = f.ragged_kv;
   p.paged_kv = f.paged_kv;
-  if (f.ragged_q) {
-    for (TensorId id : {TensorId::q, TensorId::o, TensorId::stats, TensorId::d_o, TensorId::dq}) {
-      TensorArg& a = id == TensorId::q       ? p.q
-                     : id == TensorId::o     ? p.o
-                     : id == TensorId::stats ? p.stats
-                     : id == TensorId::d_o   ? p.d_o
-                                             : p.dq;
-      a = ragged_arg_of(f, id);
-    }
-    p.rq = ragged_side(f, /*query=*/true);
-  }
-  if (f.ragged_kv) {
-    p.k = ragged_arg_of(f, TensorId::k);
-    p.v = ragged_arg_of(f, TensorId::v);
-    p.dk = ragged_arg_of(f, TensorId::dk);
-    p.dv = ragged_arg_of(f, TensorId::dv);
-    p.rkv = ragged_side(f, /*query=*/false);
-  }
+  if (f.ragged_q) p.rq = ragged_side(f, /*query=*/true);
+  if (f.ragged_kv) p.rkv = ragged_side(f, /*query=*/false);
   if (f.paged_kv) p.pages = paged_side(f);
 
-  p.b = f.b;
-  p.h_q = f.h_q;
-  p.h_kv = f.h_kv;
-  p.s_q = f.s_q;
-  p.s_kv = f.s_kv;
-  p.d_qk = f.d_qk;
-  p.d_v = f.d_v;
-  p.group = f.group;
-
+  set_problem_fields(f, p);
   p.has_bias = f.has(TensorId::bias);
   if (p.has_bias) {
     p.bias_b = f.t(TensorId::bias).dims[0];
@@ -140,16 +133,8 @@ Params make_params(const Facts& f) {
     if (p.bias_b == 1) p.bias.s[0] = 0;
     if (p.bias_h == 1) p.bias.s[1] = 0;
   }
-  p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.has_softcap = f.has_softcap;
-  p.softcap = static_cast<float>(f.softcap);
-  p.inv_softcap = f.has_softcap ? static_cast<float>(1.0 / f.softcap) : 0.f;
-  p.has_sink = f.has(TensorId::sink);
-  p.has_stats = f.has(TensorId::stats);
   p.has_dbias = f.has(TensorId::dbias);
   p.has_dsink = f.has(TensorId::dsink);
-  p.band = kernels::BandMask::from(f.mask);
 
   p.n_qt = ceil_div(f.s_q, kTile);
   p.n_kt = ceil_div(f.s_kv, kTile);
@@ -183,13 +168,9 @@ void add_workspace(const Facts& f, WorkspaceLayout& workspace) {
 Status GenericLaunchPlan::launch(const Facts& facts, const Arguments& args, const Workspace& ws,
                                  Stream stream) const {
   Params p = params_;
-  p.q.ptr = args.get(TensorId::q);
-  p.k.ptr = args.get(TensorId::k);
-  p.v.ptr = args.get(TensorId::v);
-  p.o.ptr = args.get(TensorId::o);
-  p.stats.ptr = args.get(TensorId::stats);
-  p.bias.ptr = args.get(TensorId::bias);
-  p.sink.ptr = args.get(TensorId::sink);
+  for (const Operand& op : kOperands) {
+    if (!op.backward || facts.backward()) (p.*op.arg).ptr = args.get(op.id);
+  }
   p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
   p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
   p.rq.offsets = args.get(TensorId::offsets_q);
@@ -199,12 +180,6 @@ Status GenericLaunchPlan::launch(const Facts& facts, const Arguments& args, cons
   p.pages.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
   if (!facts.backward()) return launch_forward(p, geometry_, stream);
 
-  p.d_o.ptr = args.get(TensorId::d_o);
-  p.dq.ptr = args.get(TensorId::dq);
-  p.dk.ptr = args.get(TensorId::dk);
-  p.dv.ptr = args.get(TensorId::dv);
-  p.dbias.ptr = args.get(TensorId::dbias);
-  p.dsink.ptr = args.get(TensorId::dsink);
   p.delta = ws.carve<float>(kDeltaChunk);
   if (p.delta == nullptr) {
     return Status(Code::internal, "generic: the plan has no workspace chunk 'delta'");

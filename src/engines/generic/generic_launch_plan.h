@@ -6,6 +6,7 @@
 
 #include "engines/engine.h"
 #include "engines/generic/generic_params.h"
+#include "kernels/constants.h"
 
 namespace floe::detail::generic {
 
@@ -14,6 +15,29 @@ inline constexpr const char* kDeltaChunk = "delta";
 
 // Why the generic engine cannot serve this problem on this target; empty when it can.
 std::string decline_reason(const Facts& facts, const Target& target);
+
+// The sizes and the score fields of a CUDA-core engine's params (generic's and decode's: the
+// same names, each with its own integer type), read by their kernels alike.
+template <class P>
+void set_problem_fields(const Facts& f, P& p) {
+  using Int = decltype(p.b);
+  p.b = static_cast<Int>(f.b);
+  p.h_q = static_cast<Int>(f.h_q);
+  p.h_kv = static_cast<Int>(f.h_kv);
+  p.s_q = static_cast<Int>(f.s_q);
+  p.s_kv = static_cast<Int>(f.s_kv);
+  p.d_qk = static_cast<Int>(f.d_qk);
+  p.d_v = static_cast<Int>(f.d_v);
+  p.group = static_cast<Int>(f.group);
+  p.scale = static_cast<float>(f.scale);
+  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.has_softcap = f.has_softcap;
+  p.softcap = static_cast<float>(f.softcap);
+  p.inv_softcap = f.has_softcap ? static_cast<float>(1.0 / f.softcap) : 0.f;
+  p.has_sink = f.has(TensorId::sink);
+  p.has_stats = f.has(TensorId::stats);
+  p.band = kernels::BandMask::from(f.mask);
+}
 
 // Kernel arguments (pointers left null) and geometry for an accepted problem.
 Params make_params(const Facts& facts);

@@ -24,7 +24,7 @@
 
 namespace floe::detail::sm80 {
 
-// kServing: the serving instantiation (ragged sides: kernels/serving_rows.h).
+// kServing: the serving instantiation (ragged sides: kernels/sm80/serving_rows.h).
 template <class T, kernels::ScoreMod kMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
   using namespace cute;

@@ -1,6 +1,6 @@
 // sm80 backward: the compiled instantiations, as the planner sees them (no device code here).
 // One entry per (tile, dtype, score-mod kind); each tile's instantiations live in their
-// own translation unit (bwd_<tile>.cu, generated from tile_kernels.cu.in) so the build
+// own translation unit (bwd_<tile>.cu, generated from engines/tile_kernels.cu.in) so the build
 // parallelises. An entry launches the whole backward:
 // preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
 // and the dSink kernel when the problem has one.
@@ -23,6 +23,8 @@ struct BwdGrids {
 };
 
 using BwdKernel = KernelEntry<BwdParams, BwdGrids>;
+// A tile's variants beside the dtype: the score-mod kinds (TileKernels' default).
+using BwdVariant = kernels::ScoreMod;
 
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
 const BwdKernel* bwd_kernel_d64(DType dtype, kernels::ScoreMod mod);
@@ -35,7 +37,7 @@ const BwdKernel* bwd_kernel_d192_128_q1(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_kernel_d256_q1(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_kernel_d256_m32(DType dtype, kernels::ScoreMod mod);
 
-// The serving instantiations (ragged sides: kernels/serving_rows.h), likewise.
+// The serving instantiations (ragged sides: kernels/sm80/serving_rows.h), likewise.
 const BwdKernel* bwd_serving_kernel_d64(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_serving_kernel_d128(DType dtype, kernels::ScoreMod mod);
 const BwdKernel* bwd_serving_kernel_d192_128(DType dtype, kernels::ScoreMod mod);

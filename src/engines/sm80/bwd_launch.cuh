@@ -20,6 +20,7 @@ constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN* T::kDv * 2;
 
 template <class T, kernels::ScoreMod kMod, bool kServing>
 struct BwdInstanceOf {
+  static constexpr int kThreads = T::kThreads;
   static constexpr int kSmemBytes = T::kSmemBytes;
 
   static cudaError_t prepare() {
@@ -58,7 +59,7 @@ using BwdServingInstance = BwdInstanceOf<T, kMod, true>;
 template <BwdTile kTile>
 const BwdKernel* bwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
   static const TileKernels<BwdKernel> kernels(
-      kBwdKernelBases[static_cast<int>(kTile)], InstanceTag<BwdInstance>{},
+      kBwdKernelBases[static_cast<int>(kTile)], InstanceTag<kernels::ScoreMod, BwdInstance>{},
       static_cast<BwdTraits<kTile, cute::half_t>*>(nullptr),
       static_cast<BwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
   return kernels.get(dtype, mod);
@@ -69,7 +70,8 @@ const BwdKernel* bwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
 template <BwdTile kTile>
 const BwdKernel* bwd_serving_tile_kernel(DType dtype, kernels::ScoreMod mod) {
   static const TileKernels<BwdKernel> kernels(
-      kBwdServingKernelBases[static_cast<int>(kTile)], InstanceTag<BwdServingInstance>{},
+      kBwdServingKernelBases[static_cast<int>(kTile)],
+      InstanceTag<kernels::ScoreMod, BwdServingInstance>{},
       static_cast<BwdTraits<kTile, cute::half_t>*>(nullptr),
       static_cast<BwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
   return kernels.get(dtype, mod);

@@ -7,7 +7,7 @@
 
 #include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
-#include "kernels/serving_rows.h"
+#include "kernels/sm80/serving_rows.h"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
 

@@ -33,15 +33,8 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   const int m0 = m_block * T::kBlockM;
   const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
-  kernels::PreprocessRows rows;
-  rows.o =
-      static_cast<const Element*>(p.o) + b * p.o_strides.b + h * p.o_strides.h + q0 * p.o_strides.s;
-  rows.d_o = static_cast<const Element*>(p.d_o) + b * p.do_strides.b + h * p.do_strides.h +
-             q0 * p.do_strides.s;
-  rows.o_stride_s = p.o_strides.s;
-  rows.do_stride_s = p.do_strides.s;
-  rows.stats = p.stats + b * p.stats_strides.b + h * p.stats_strides.h + q0 * p.stats_strides.s;
-  rows.stats_stride_s = p.stats_strides.s;
+  kernels::PreprocessRows rows = kernels::PreprocessRows::at<Element>(
+      p.o, p.o_strides, p.d_o, p.do_strides, p.stats, p.stats_strides, b, h, q0);
   rows.d = p.d_v;
   rows.m0 = m0;
   rows.rows = sq_b;

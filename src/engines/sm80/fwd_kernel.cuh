@@ -17,7 +17,7 @@
 
 namespace floe::detail::sm80 {
 
-// kServing: the serving instantiation (ragged sides, paged K/V: kernels/serving_rows.h); the
+// kServing: the serving instantiation (ragged sides, paged K/V: kernels/sm80/serving_rows.h); the
 // dense one reads the lengths alone and compiles none of it.
 template <class T, kernels::ScoreMod kMod, bool kServing>
 __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)

@@ -12,6 +12,7 @@ namespace floe::detail::sm80 {
 
 template <class T, kernels::ScoreMod kMod, bool kServing>
 struct FwdInstanceOf {
+  static constexpr int kThreads = T::kThreads;
   static constexpr int kSmemBytes = FwdMainloop<T, kMod, kServing>::kSmemBytes;
 
   static cudaError_t prepare() {
@@ -35,7 +36,7 @@ using FwdServingInstance = FwdInstanceOf<T, kMod, true>;
 template <FwdTile kTile>
 const FwdKernel* fwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
   static const TileKernels<FwdKernel> kernels(
-      kFwdKernelBases[static_cast<int>(kTile)], InstanceTag<FwdInstance>{},
+      kFwdKernelBases[static_cast<int>(kTile)], InstanceTag<kernels::ScoreMod, FwdInstance>{},
       static_cast<FwdTraits<kTile, cute::half_t>*>(nullptr),
       static_cast<FwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
   return kernels.get(dtype, mod);
@@ -46,7 +47,8 @@ const FwdKernel* fwd_tile_kernel(DType dtype, kernels::ScoreMod mod) {
 template <FwdTile kTile>
 const FwdKernel* fwd_serving_tile_kernel(DType dtype, kernels::ScoreMod mod) {
   static const TileKernels<FwdKernel> kernels(
-      kFwdServingKernelBases[static_cast<int>(kTile)], InstanceTag<FwdServingInstance>{},
+      kFwdServingKernelBases[static_cast<int>(kTile)],
+      InstanceTag<kernels::ScoreMod, FwdServingInstance>{},
       static_cast<FwdTraits<kTile, cute::half_t>*>(nullptr),
       static_cast<FwdTraits<kTile, cute::bfloat16_t>*>(nullptr));
   return kernels.get(dtype, mod);

@@ -19,16 +19,16 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
-#include "kernels/serving_rows.h"
 #include "kernels/score_mod_kind.h"
 #include "kernels/sm80/copy.cuh"
 #include "kernels/sm80/fragment.cuh"
+#include "kernels/sm80/serving_rows.h"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
 
 // kServing: rows start at the batch's slot (rows.q0, rows.kv0) and paged K/V rows come from the
-// block table (kernels/serving_rows.h); the dense instantiation has q0 = kv0 = 0 and no pages.
+// block table (kernels/sm80/serving_rows.h); the dense instantiation has q0 = kv0 = 0 and no pages.
 template <class T, kernels::ScoreMod kMod, bool kServing>
 struct FwdMainloop {
   using Element = typename T::Element;

@@ -8,7 +8,7 @@
 
 #include "engines/facts.h"
 #include "floe/arguments.h"
-#include "kernels/serving_rows.h"
+#include "kernels/sm80/serving_rows.h"
 #include "kernels/strides.h"
 
 namespace floe::detail::sm80 {

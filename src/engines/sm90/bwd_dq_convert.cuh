@@ -51,13 +51,13 @@ __global__ void __launch_bounds__(T::kConsumerThreads)
   }
   __syncthreads();
 
-  Element* dq = static_cast<Element*>(p.dq) + tile.b * p.dq_stride_b + tile.h * p.dq_stride_h +
-                static_cast<int64_t>(m0) * p.dq_stride_s;
+  Element* dq = static_cast<Element*>(p.dq) + tile.b * p.dq_strides.b + tile.h * p.dq_strides.h +
+                static_cast<int64_t>(m0) * p.dq_strides.s;
   const int rows = min(T::kBlockM, p.s_q - m0);
   constexpr int kPerRow = kD / 8;
   for (int x = tid; x < rows * kPerRow; x += kThreads) {
     const int row = x / kPerRow, col = (x % kPerRow) * 8;
-    *reinterpret_cast<uint4*>(dq + row * p.dq_stride_s + col) =
+    *reinterpret_cast<uint4*>(dq + row * p.dq_strides.s + col) =
         *reinterpret_cast<const uint4*>(tile_s + row * kRowElems + col);
   }
 #endif

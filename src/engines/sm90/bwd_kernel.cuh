@@ -378,8 +378,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
 
   // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros).
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
-  Element* dk = static_cast<Element*>(p.dk) + b * p.dk_stride_b + h_kv * p.dk_stride_h;
-  Element* dv = static_cast<Element*>(p.dv) + b * p.dv_stride_b + h_kv * p.dv_stride_h;
+  Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
+  Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); i += 2) {
     const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
@@ -388,8 +388,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
               static_cast<Element>(acc_dk(i + 1) * p.scale)};
       Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
-      *reinterpret_cast<Pair*>(dk + row * p.dk_stride_s + col) = k2;
-      *reinterpret_cast<Pair*>(dv + row * p.dv_stride_s + col) = v2;
+      *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) = k2;
+      *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) = v2;
     }
   }
 #endif

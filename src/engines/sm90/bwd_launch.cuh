@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "engines/sm90/bwd_dq_convert.cuh"
 #include "engines/sm90/bwd_kernel.cuh"
 #include "engines/sm90/bwd_kernels.h"
@@ -21,46 +23,51 @@ using BwdTraits =
                 /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false, bwd_tile_shape(kTile).dq_before_dk>;
 
 template <class T>
-cudaError_t bwd_prepare() {
-  return cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              T::kSmemBytes);
-}
+struct BwdInstanceOf {
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kSmemBytes = T::kSmemBytes;
 
-template <class T>
-cudaError_t bwd_launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
-  using Element = typename T::Element;
-  bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
-  bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-  bwd_dq_convert_kernel<T><<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
-  return cudaGetLastError();
-}
+  static cudaError_t prepare() {
+    return cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                T::kSmemBytes);
+  }
 
-template <class T>
-constexpr BwdKernel bwd_entry(const char* name) {
-  return BwdKernel{name,
-                   T::kThreads,
-                   T::kSmemBytes,
-                   T::kBlockM,
-                   T::kBlockN,
-                   &bwd_prepare<T>,
-                   &bwd_launch<T>,
-                   {{&bwd_preprocess_kernel<typename T::Element, T::kBlockM>, 256, 0},
-                    {&bwd_kernel<T>, T::kThreads, T::kSmemBytes},
-                    {&bwd_dq_convert_kernel<T>, T::kConsumerThreads, 0}}};
-}
+  static cudaError_t launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
+    using Element = typename T::Element;
+    bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
+    bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
+    bwd_dq_convert_kernel<T><<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  }
 
-// A tile's instantiations: f16 and bf16.
-template <BwdTile kTile>
-struct BwdTileKernels {
-  static const BwdKernel* get(DType dtype) {
-    constexpr int i = static_cast<int>(kTile);
-    static const BwdKernel bf16 =
-        bwd_entry<BwdTraits<kTile, cute::bfloat16_t>>(kBwdKernelNames[i][1]);
-    if (dtype == DType::bf16) return &bf16;
-    static const BwdKernel f16 = bwd_entry<BwdTraits<kTile, cute::half_t>>(kBwdKernelNames[i][0]);
-    if (dtype == DType::f16) return &f16;
-    return nullptr;
+  // The same three kernels for the driver: the key tiles are the main kernel's (step 1) grid,
+  // the query tiles the other two's.
+  static LaunchSteps steps() {
+    using Element = typename T::Element;
+    LaunchSteps s;
+    s.step[0] = {reinterpret_cast<const void*>(&bwd_preprocess_kernel<Element, T::kBlockM>), 256,
+                 0};
+    s.step[1] = {reinterpret_cast<const void*>(&bwd_kernel<T>), T::kThreads, T::kSmemBytes};
+    s.step[2] = {reinterpret_cast<const void*>(&bwd_dq_convert_kernel<T>), T::kConsumerThreads, 0};
+    s.count = 3;
+    return s;
   }
 };
+
+template <BwdTile kTile>
+struct BwdTileInstances {
+  template <class Element, BwdVariant>
+  using Instance = BwdInstanceOf<BwdTraits<kTile, Element>>;
+};
+
+// The instantiations of a tile: f16 and bf16.
+template <BwdTile kTile>
+const BwdKernel* bwd_tile_kernel(DType dtype, BwdVariant variant) {
+  static const TileKernels<BwdKernel, BwdVariants> kernels(
+      std::string("sm90_bwd_") + bwd_tile_shape(kTile).name,
+      InstanceTag<BwdVariant, BwdTileInstances<kTile>::template Instance>{},
+      static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
+  return kernels.get(dtype, variant);
+}
 
 }  // namespace floe::detail::sm90

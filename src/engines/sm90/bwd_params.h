@@ -8,6 +8,7 @@
 #include "engines/sm90/tma_descriptor.h"
 #include "kernels/band_mask.h"
 #include "kernels/seq_lens.cuh"
+#include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
@@ -38,12 +39,7 @@ struct BwdParams {
   int32_t* dq_sem = nullptr;
 
   // Element strides of the logical dims [b, h, s] (the innermost stride is 1).
-  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
-  int64_t do_stride_b = 0, do_stride_h = 0, do_stride_s = 0;
-  int64_t dq_stride_b = 0, dq_stride_h = 0, dq_stride_s = 0;
-  int64_t dk_stride_b = 0, dk_stride_h = 0, dk_stride_s = 0;
-  int64_t dv_stride_b = 0, dv_stride_h = 0, dv_stride_s = 0;
-  int64_t stats_stride_b = 0, stats_stride_h = 0, stats_stride_s = 0;
+  kernels::Strides3 o_strides, do_strides, dq_strides, dk_strides, dv_strides, stats_strides;
 
   int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
   int32_t s_q = 0, s_kv = 0, d = 0;

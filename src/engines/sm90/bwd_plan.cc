@@ -64,13 +64,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   return "";
 }
 
-void strides_of(const Facts& f, TensorId id, int64_t* sb, int64_t* sh, int64_t* ss) {
-  const TensorDesc& d = f.t(id);
-  *sb = d.strides[0];
-  *sh = d.strides[1];
-  *ss = d.strides[2];
-}
-
 constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
@@ -81,12 +74,12 @@ constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
 
 BwdParams make_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
-  strides_of(f, TensorId::o, &p.o_stride_b, &p.o_stride_h, &p.o_stride_s);
-  strides_of(f, TensorId::d_o, &p.do_stride_b, &p.do_stride_h, &p.do_stride_s);
-  strides_of(f, TensorId::dq, &p.dq_stride_b, &p.dq_stride_h, &p.dq_stride_s);
-  strides_of(f, TensorId::dk, &p.dk_stride_b, &p.dk_stride_h, &p.dk_stride_s);
-  strides_of(f, TensorId::dv, &p.dv_stride_b, &p.dv_stride_h, &p.dv_stride_s);
-  strides_of(f, TensorId::stats, &p.stats_stride_b, &p.stats_stride_h, &p.stats_stride_s);
+  p.o_strides = tensor_core::strides_of(f, TensorId::o);
+  p.do_strides = tensor_core::strides_of(f, TensorId::d_o);
+  p.dq_strides = tensor_core::strides_of(f, TensorId::dq);
+  p.dk_strides = tensor_core::strides_of(f, TensorId::dk);
+  p.dv_strides = tensor_core::strides_of(f, TensorId::dv);
+  p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
   p.b = static_cast<int32_t>(f.b);
   p.h_q = static_cast<int32_t>(f.h_q);
   p.h_kv = static_cast<int32_t>(f.h_kv);
@@ -137,10 +130,10 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
                    const BwdGrids& grids, const std::array<DeviceKernel, 3>& functions)
       : params_(params),
-        q_(tma_tensor(f, TensorId::q, kernel->block_m)),
-        do_(tma_tensor(f, TensorId::d_o, kernel->block_m)),
-        k_(tma_tensor(f, TensorId::k, kernel->block_n)),
-        v_(tma_tensor(f, TensorId::v, kernel->block_n)),
+        q_(tma_tensor(f, TensorId::q, bwd_tile_shape(tile).block_m)),
+        do_(tma_tensor(f, TensorId::d_o, bwd_tile_shape(tile).block_m)),
+        k_(tma_tensor(f, TensorId::k, bwd_tile_shape(tile).block_n)),
+        v_(tma_tensor(f, TensorId::v, bwd_tile_shape(tile).block_n)),
         kernel_(kernel),
         tile_(tile),
         grids_(grids),
@@ -177,7 +170,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     // The three kernels in stream order; a thread whose context is not the plan's finds out at
     // the first launch and takes the runtime's (which binds its context) for all three.
     for (int i = 0; i < 3; ++i) {
-      const BwdKernel::Step& s = kernel_->steps[i];
+      const LaunchStep& s = kernel_->steps.step[i];
       const unsigned grid = i == 1 ? grids_.key_tiles : grids_.query_tiles;
       const int err = launch_kernel(functions_[i], grid, s.threads, s.smem_bytes, stream, &p);
       if (err == 0) continue;
@@ -233,7 +226,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   std::array<DeviceKernel, 3> functions;
   for (int i = 0; i < 3; ++i) {
     if (Status st = resolve_on_device(c->kernel->name,
-                                      reinterpret_cast<const void*>(c->kernel->steps[i].symbol),
+                                      c->kernel->steps.step[i].symbol,
                                       target, &functions[i]);
         !st) {
       return st;

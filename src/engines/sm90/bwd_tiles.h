@@ -25,9 +25,6 @@ inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
 }
 
-inline constexpr const char* kBwdKernelNames[kBwdTileCount][2] = {
-    {"sm90_bwd_d64_f16", "sm90_bwd_d64_bf16"}, {"sm90_bwd_d128_f16", "sm90_bwd_d128_bf16"}};
-
 // The tile that serves (d_qk, d_v), or false: equal head dims of 64 or 128 only for now.
 inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* tile) {
   if (d_qk != d_v) return false;

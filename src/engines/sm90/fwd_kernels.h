@@ -1,63 +1,47 @@
 // sm90 forward: the compiled kernel instantiations, as the planner sees them (no CUDA device
-// code here). One entry per (tile, dtype, score-mod flag); each tile's instantiations live in
-// their own .cu file (fwd_<tile>.cu) so the build parallelises. The generated lookup per tile
-// (shared with the backward's template) returns the plain entry, which points at its score-mod
-// sibling.
+// code here). One entry per (tile, dtype, variant); each tile's instantiations live in their own
+// translation unit (fwd_<tile>.cu, generated from engines/tile_kernels.cu.in) so the build
+// parallelises.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include "engines/kernel_table.h"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
 #include "floe/tensor.h"
 
 namespace floe::detail::sm90 {
 
-struct FwdKernel {
-  const char* name;  // e.g. "sm90_fwd_d128_bf16", for messages
-  int threads;
-  int smem_bytes;  // dynamic shared memory per CTA
-  int block_m, block_n;
-  // Plan time: opts the kernel into its shared memory on the current device.
-  cudaError_t (*prepare)();
-  // Launch time: one launch on `stream`, then cudaGetLastError(); no sync, no allocation.
-  cudaError_t (*launch)(const FwdParams& params, unsigned grid, cudaStream_t stream);
-  // The kernel itself, for launches through the driver (engines/kernel_launch.h): the plan
-  // resolves its function once; launch above serves a thread whose context is not the plan's.
-  void (*symbol)(FwdParams);
-  // The plain entry's siblings (null in theirs): the score-mod kernel (softcap, bias, and a sink
-  // beside them), and the sink kernel (a sink alone: the plain main loop, the sink folded in by
-  // the epilogue).
-  const FwdKernel* score_mod = nullptr;
-  const FwdKernel* sink = nullptr;
+// One launch of the forward kernel on a grid of `grid` CTAs.
+using FwdKernel = KernelEntry<FwdParams, unsigned>;
+
+// A tile's variants beside the dtype: the plain kernel; the score-mod one (softcap, bias, and a
+// sink beside them), named <base>_<dtype>_score_mod; the sink one (a sink alone: the plain main
+// loop, the sink folded in by the epilogue), named <base>_<dtype>_sink.
+enum class FwdVariant : int { plain = 0, score_mod = 1, sink = 2 };
+struct FwdVariants {
+  using Variant = FwdVariant;
+  static constexpr int kCount = 3;
+  static constexpr const char* suffix(FwdVariant v) {
+    return v == FwdVariant::score_mod ? "score_mod" : v == FwdVariant::sink ? "sink" : "";
+  }
 };
 
-// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds the d128
-// tile only); generated per tile from tile_kernels.cu.in by floe_add_engine.
-const FwdKernel* fwd_kernel_d64(DType dtype);
-const FwdKernel* fwd_kernel_d128(DType dtype);
-const FwdKernel* fwd_kernel_d256(DType dtype);
-const FwdKernel* fwd_kernel_d192_128(DType dtype);
+// nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
+const FwdKernel* fwd_kernel_d64(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_kernel_d128(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_kernel_d256(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_kernel_d192_128(DType dtype, FwdVariant variant);
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false,
                                         bool sink = false) {
-  const FwdKernel* plain = nullptr;
-  switch (tile) {
-    case FwdTile::d64:
-      plain = fwd_kernel_d64(dtype);
-      break;
-    case FwdTile::d128:
-      plain = fwd_kernel_d128(dtype);
-      break;
-    case FwdTile::d256:
-      plain = fwd_kernel_d256(dtype);
-      break;
-    case FwdTile::d192_128:
-      plain = fwd_kernel_d192_128(dtype);
-      break;
-  }
-  if (plain == nullptr) return nullptr;
-  return score_mod ? plain->score_mod : sink ? plain->sink : plain;
+  static constexpr TileLookup<FwdKernel, FwdVariant> kLookups[kFwdTileCount] = {
+      &fwd_kernel_d64, &fwd_kernel_d128, &fwd_kernel_d256, &fwd_kernel_d192_128};
+  return find_kernel(kLookups, tile, dtype,
+                     score_mod ? FwdVariant::score_mod
+                     : sink    ? FwdVariant::sink
+                               : FwdVariant::plain);
 }
 
 }  // namespace floe::detail::sm90

@@ -4,6 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
+#include <type_traits>
+
 #include "engines/sm90/fwd_kernel.cuh"
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_traits.cuh"
@@ -11,25 +14,27 @@
 namespace floe::detail::sm90 {
 
 template <class T>
-cudaError_t fwd_prepare() {
-  return cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              T::kSmemBytes);
-}
+struct FwdInstanceOf {
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kSmemBytes = T::kSmemBytes;
 
-template <class T>
-cudaError_t fwd_launch(const FwdParams& params, unsigned grid, cudaStream_t stream) {
-  fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(params);
-  return cudaGetLastError();
-}
+  static cudaError_t prepare() {
+    return cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                T::kSmemBytes);
+  }
 
-template <class T>
-constexpr FwdKernel fwd_entry(const char* name, const FwdKernel* score_mod = nullptr,
-                              const FwdKernel* sink = nullptr) {
-  return FwdKernel{name,           T::kThreads,    T::kSmemBytes,
-                   T::kBlockM,     T::kBlockN,     &fwd_prepare<T>,
-                   &fwd_launch<T>, &fwd_kernel<T>, score_mod,
-                   sink};
-}
+  static cudaError_t launch(const FwdParams& params, const unsigned& grid, cudaStream_t stream) {
+    fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(params);
+    return cudaGetLastError();
+  }
+
+  static LaunchSteps steps() {
+    LaunchSteps s;
+    s.step[0] = {reinterpret_cast<const void*>(&fwd_kernel<T>), T::kThreads, T::kSmemBytes};
+    s.count = 1;
+    return s;
+  }
+};
 
 // The plain kernel's sink sibling: its main loop, and the sink in the epilogue. A sink alone costs
 // 3-4% in the score-mod kernel (measured; its main loop carries the softcap's and the bias's code),
@@ -40,32 +45,24 @@ struct SinkTraits : Base {
   static constexpr bool kSink = true;
 };
 
-// A tile's instantiations: {f16, bf16} x {plain, sink, score-mod}; get() returns the plain one,
-// which points at its siblings.
 template <FwdTile kTile>
-struct FwdTileKernels {
-  static const FwdKernel* get(DType dtype) {
-    constexpr int i = static_cast<int>(kTile);
-    if (dtype == DType::bf16) {
-      static const FwdKernel score_mod =
-          fwd_entry<FwdTraits<kTile, cute::bfloat16_t, true>>(kFwdScoreModKernelNames[i][1]);
-      static const FwdKernel sink =
-          fwd_entry<SinkTraits<FwdTraits<kTile, cute::bfloat16_t>>>(kFwdSinkKernelNames[i][1]);
-      static const FwdKernel plain =
-          fwd_entry<FwdTraits<kTile, cute::bfloat16_t>>(kFwdKernelNames[i][1], &score_mod, &sink);
-      return &plain;
-    }
-    if (dtype == DType::f16) {
-      static const FwdKernel score_mod =
-          fwd_entry<FwdTraits<kTile, cute::half_t, true>>(kFwdScoreModKernelNames[i][0]);
-      static const FwdKernel sink =
-          fwd_entry<SinkTraits<FwdTraits<kTile, cute::half_t>>>(kFwdSinkKernelNames[i][0]);
-      static const FwdKernel plain =
-          fwd_entry<FwdTraits<kTile, cute::half_t>>(kFwdKernelNames[i][0], &score_mod, &sink);
-      return &plain;
-    }
-    return nullptr;
-  }
+struct FwdTileInstances {
+  // The planner takes the tile's rows from fwd_tiles.h (its TMA boxes).
+  static_assert(FwdTraits<kTile, cute::half_t>::kBlockM == fwd_tile_shape(kTile).block_m);
+  template <class Element, FwdVariant kVariant>
+  using Instance = FwdInstanceOf<std::conditional_t<
+      kVariant == FwdVariant::sink, SinkTraits<FwdTraits<kTile, Element>>,
+      FwdTraits<kTile, Element, kVariant == FwdVariant::score_mod>>>;
 };
+
+// The instantiations of a tile: {f16, bf16} x {plain, score-mod, sink}.
+template <FwdTile kTile>
+const FwdKernel* fwd_tile_kernel(DType dtype, FwdVariant variant) {
+  static const TileKernels<FwdKernel, FwdVariants> kernels(
+      std::string("sm90_fwd_") + fwd_tile_shape(kTile).name,
+      InstanceTag<FwdVariant, FwdTileInstances<kTile>::template Instance>{},
+      static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
+  return kernels.get(dtype, variant);
+}
 
 }  // namespace floe::detail::sm90

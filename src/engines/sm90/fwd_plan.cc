@@ -199,9 +199,9 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
                   FwdSchedule schedule, unsigned grid, DeviceKernel function)
       : params_(params),
-        q_(tma_tensor(f, TensorId::q, kernel->block_m)),
-        k_(tma_tensor(f, TensorId::k, kernel->block_n)),
-        v_(tma_tensor(f, TensorId::v, kernel->block_n)),
+        q_(tma_tensor(f, TensorId::q, fwd_tile_shape(tile).block_m)),
+        k_(tma_tensor(f, TensorId::k, fwd_tile_shape(tile).block_n)),
+        v_(tma_tensor(f, TensorId::v, fwd_tile_shape(tile).block_n)),
         kernel_(kernel),
         tile_(tile),
         schedule_(schedule),
@@ -210,7 +210,7 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         has_sink_(f.has(TensorId::sink)) {
     if (f.has(TensorId::bias)) {
       params_.has_bias = true;
-      bias_ = tma_bias(f, kernel->block_m, &params_.bias_b_step, &params_.bias_h_step);
+      bias_ = tma_bias(f, fwd_tile_shape(tile).block_m, &params_.bias_b_step, &params_.bias_h_step);
     }
   }
 
@@ -310,7 +310,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
       static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c->ctas));
   DeviceKernel function;
   if (Status st = resolve_on_device(
-          c->kernel->name, reinterpret_cast<const void*>(c->kernel->symbol), target, &function);
+          c->kernel->name, c->kernel->steps.step[0].symbol, target, &function);
       !st) {
     return st;
   }

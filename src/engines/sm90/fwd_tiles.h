@@ -76,25 +76,6 @@ inline constexpr const FwdTileShape& fwd_tile_shape(FwdTile t) {
   return kFwdTiles[static_cast<int>(t)];
 }
 
-// The instantiations' names in messages, "sm90_fwd_<tile>_<dtype>[_score_mod]", by
-// [tile][{f16, bf16}]: the plain kernels, their sink siblings, and the score-mod ones (softcap,
-// bias, sink).
-inline constexpr const char* kFwdKernelNames[kFwdTileCount][2] = {
-    {"sm90_fwd_d64_f16", "sm90_fwd_d64_bf16"},
-    {"sm90_fwd_d128_f16", "sm90_fwd_d128_bf16"},
-    {"sm90_fwd_d256_f16", "sm90_fwd_d256_bf16"},
-    {"sm90_fwd_d192x128_f16", "sm90_fwd_d192x128_bf16"}};
-inline constexpr const char* kFwdSinkKernelNames[kFwdTileCount][2] = {
-    {"sm90_fwd_d64_f16_sink", "sm90_fwd_d64_bf16_sink"},
-    {"sm90_fwd_d128_f16_sink", "sm90_fwd_d128_bf16_sink"},
-    {"sm90_fwd_d256_f16_sink", "sm90_fwd_d256_bf16_sink"},
-    {"sm90_fwd_d192x128_f16_sink", "sm90_fwd_d192x128_bf16_sink"}};
-inline constexpr const char* kFwdScoreModKernelNames[kFwdTileCount][2] = {
-    {"sm90_fwd_d64_f16_score_mod", "sm90_fwd_d64_bf16_score_mod"},
-    {"sm90_fwd_d128_f16_score_mod", "sm90_fwd_d128_bf16_score_mod"},
-    {"sm90_fwd_d256_f16_score_mod", "sm90_fwd_d256_bf16_score_mod"},
-    {"sm90_fwd_d192x128_f16_score_mod", "sm90_fwd_d192x128_bf16_score_mod"}};
-
 // The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64, 128 or 256, or 192 / 128.
 inline constexpr bool fwd_tile_for(long long d_qk, long long d_v, FwdTile* tile) {
   for (int i = 0; i < kFwdTileCount; ++i) {
