@@ -19,7 +19,6 @@ struct BwdGrids {
   unsigned query_tiles = 0;  // preprocess and dQ epilogue: num_m_blocks * h_q * b
   unsigned key_tiles = 0;    // main kernel: num_n_blocks * h_kv * b
   unsigned heads = 0;        // dSink: h_q
-  unsigned bias_tiles = 0;   // broadcast dBias: num_m_blocks * num_n_blocks * bias_h * bias_b
 };
 
 using BwdKernel = KernelEntry<BwdParams, BwdGrids>;
