@@ -19,7 +19,6 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
-#include "kernels/softcap_fma.cuh"
 #include "kernels/serving_rows.h"
 #include "kernels/score_mod_kind.h"
 #include "kernels/sm80/copy.cuh"
@@ -230,14 +229,7 @@ struct FwdMainloop {
       // The score mods: log2 units (scale or softcap), then the bias. Before V's wait: the
       // staged bias shares K_t's stage, which the barrier below hands to K_{t+S}.
       if constexpr (kMod != kernels::ScoreMod::plain) {
-        // The softcap with half its reciprocals on the FMA pipe: three MUFU ops a score (two for
-        // the tanh, the softmax's exp2) held the softcap kernel at x1.29 of plain (H200,
-        // 9c9e367).
-        if constexpr (kernels::has_softcap_code(kMod)) {
-          kernels::softcap_scores_half_fma(acc_s, p.score);
-        } else {
-          kernels::scale_scores_of<kMod>(acc_s, p.score);
-        }
+        kernels::scale_scores_of<kMod>(acc_s, p.score);
         if constexpr (kernels::has_bias_code(kMod)) {
           if (bias_smem) {
             T::BiasTile::add(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS),
