@@ -15,10 +15,15 @@
 // zeros.
 //
 // Every wait ends: a lower turn belongs to the CTA itself (a lower head of its group, visited or
-// passed before in its head-major order) or to a CTA of lower linear index (a lower batch, or a
-// lower kv head of the same batch), which the hardware has dispatched already. With the
-// bias broadcast over the heads of a GQA group, the CTAs of consecutive kv heads wait on each
-// other's last head, so they run mostly one after the other: that case is slower, not wrong.
+// passed before) or to a CTA of lower linear index (a lower batch, or a lower kv head of the same
+// batch), which the hardware has dispatched already. Summed over the batch of an MHA problem, a
+// tile's turns are a whole batch of CTAs apart: nothing waits, and each turn's partial sum makes
+// a round trip to memory (the last turn prefetches it at the start of its visit). Summed over
+// the heads of a GQA group, each CTA visits the group's heads of one query tile before the next
+// query tile (bwd_params.h: heads_inner), so that a kv head's CTA waits one query tile, not a
+// whole group of heads, for the previous kv head's turns (head-major visits: x3.4 slower, see
+// the sm80 README). Running the batch fastest (a tile's turns on neighbouring CTAs, the partial
+// sum in L2) measured slower (README).
 #pragma once
 
 #include <cute/tensor.hpp>

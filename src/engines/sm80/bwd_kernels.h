@@ -2,8 +2,8 @@
 // One entry per (tile, dtype, score-mod kind); each tile's instantiations live in their
 // own translation unit (bwd_<tile>.cu, generated from tile_kernels.cu.in) so the build
 // parallelises. An entry launches the whole backward:
-// preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
-// and the dSink kernel when the problem has one.
+// preprocess, main kernel (which also sums a broadcast dBias), dQ epilogue, and the dSink
+// kernel when the problem has one.
 #pragma once
 
 #include <cuda_runtime_api.h>

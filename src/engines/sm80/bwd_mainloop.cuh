@@ -182,13 +182,26 @@ struct BwdMainloop {
 
     // This visit's (query head, query tile) and the next one's, counted rather than divided out
     // of the visit index.
+    // Query tile fastest; heads fastest for a dBias summed over a GQA group's heads (bias kinds,
+    // bwd_params.h: heads_inner).
     int h = h_first, m_idx = qt.begin;
+    [[maybe_unused]] bool heads_inner = false;
+    if constexpr (kernels::has_bias_code(kMod)) heads_inner = p.heads_inner;
     auto next = [&](int& nh, int& nm) {
-      nh = h;
-      nm = m_idx + 1;
-      if (nm == qt.end) {
-        nm = qt.begin;
-        ++nh;
+      if (kernels::has_bias_code(kMod) && heads_inner) {
+        nh = h + 1;
+        nm = m_idx;
+        if (nh == h_first + p.group) {
+          nh = h_first;
+          ++nm;
+        }
+      } else {
+        nh = h;
+        nm = m_idx + 1;
+        if (nm == qt.end) {
+          nm = qt.begin;
+          ++nh;
+        }
       }
     };
     CUTE_NO_UNROLL
@@ -201,11 +214,9 @@ struct BwdMainloop {
       // A broadcast dBias (bias kinds): the pair's turn on the tile, waited for here (the barrier
       // tells every thread whether the tile's partial sum holds data) and taken with dS below.
       [[maybe_unused]] bool dbias_has_sum = false;
-      if constexpr (kernels::has_bias_code(kMod)) {
+      if (kernels::has_bias_code(kMod) && p.dbias_sum != nullptr) {
         int has_sum = 0;
-        if (p.dbias_sum != nullptr && tid == 0) {
-          has_sum = dbias_wait_turn(dbias_turn<T>(p, b, h, m_idx, blk.n_block));
-        }
+        if (tid == 0) has_sum = dbias_wait_turn(dbias_turn<T>(p, b, h, m_idx, blk.n_block));
         dbias_has_sum = __syncthreads_or(has_sum);  // ... everyone's; and every warp is done
                                                     // with the previous visit
         if (dbias_has_sum) {

@@ -71,6 +71,10 @@ struct BwdParams {
   int32_t s_q_pad = 0;  // num_m_blocks * block_m
   int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile
   bool deterministic = false;
+  // A dBias summed over the heads of a GQA group (bwd_dbias_sum.cuh): each CTA visits in (query
+  // tile, head) order, so that a kv head's CTA waits one query tile, not a whole group of heads,
+  // for the previous kv head's turns.
+  bool heads_inner = false;
 
   // Ragged sides (DESIGN 2.1), read only by the serving instantiations (kServing); last, so that
   // the dense kernels' parameter offsets stay as they were.

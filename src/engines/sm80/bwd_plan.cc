@@ -96,6 +96,7 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
   if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
+  p.heads_inner = dbias_summed(f, p) && p.bias_h == 1 && p.group > 1;
   p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
   p.dbias_vec = bias_strides_allow_vec(f, shape.block_m, TensorId::dbias);
   return p;
