@@ -219,6 +219,18 @@ TEST(Sm80Plan, ServesTypicalBackwardProblemsWithNamedWorkspaceChunks) {
     if (n.problem.deterministic()) {
       want.push_back({"dq_semaphore", static_cast<size_t>(q.dims[0] * q.dims[1]) * m_blocks * 4});
     }
+    // A bias gradient broadcast over the batch or the heads: an fp32 partial sum over whole
+    // (query tile, key tile) tiles of the bias's shape, and a semaphore per tile.
+    if (const auto& dbias = n.problem.tensor(TensorId::dbias);
+        dbias &&
+        ((dbias->dims[0] == 1 && q.dims[0] > 1) || (dbias->dims[1] == 1 && q.dims[1] > 1))) {
+      const size_t n_blocks =
+          static_cast<size_t>((dbias->dims[3] + shape.block_n - 1) / shape.block_n);
+      const size_t tiles =
+          static_cast<size_t>(dbias->dims[0] * dbias->dims[1]) * m_blocks * n_blocks;
+      want.push_back({"dbias_accum", tiles * shape.block_m * shape.block_n * 4});
+      want.push_back({"dbias_semaphore", tiles * 4});
+    }
     const auto& chunks = plan->workspace_chunks();
     ASSERT_EQ(chunks.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {

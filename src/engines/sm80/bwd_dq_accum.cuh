@@ -1,5 +1,6 @@
 // sm80 backward: the fp32 dQ accumulator tile of one (batch, head, query tile), block_m x
-// dq_ld floats to which every key tile that sees the query tile adds its dS K.
+// dq_ld floats to which every key tile that sees the query tile adds its dS K. The partial sums
+// of a broadcast dBias (bwd_dbias_sum.cuh) are tiles of the same order, over the S fragment.
 //
 // The tile is stored in the order the dQ TiledMMA's threads hold it, not row-major, so that the
 // additions of one warp land on contiguous bytes and need no address arithmetic beyond a base:
@@ -44,6 +45,36 @@ __device__ __forceinline__ void dq_accum_add(float* tile, const Frag& frag, int 
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(tile + i * kThreads + tid), "f"(frag(i))
                  : "memory");
   }
+#endif
+}
+
+// tile[offset(i, tid)] = frag(i) for every i (16-byte stores on sm_90).
+template <int kThreads, class Frag>
+__device__ __forceinline__ void accum_store(float* tile, const Frag& frag, int tid) {
+  using namespace cute;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(decltype(size(frag))::value % 4 == 0, "whole float4 chunks");
+  CUTE_UNROLL
+  for (int j = 0; j < size(frag) / 4; ++j) {
+    reinterpret_cast<float4*>(tile)[j * kThreads + tid] =
+        make_float4(frag(4 * j), frag(4 * j + 1), frag(4 * j + 2), frag(4 * j + 3));
+  }
+#else
+  CUTE_UNROLL
+  for (int i = 0; i < size(frag); ++i) tile[i * kThreads + tid] = frag(i);
+#endif
+}
+
+// Elements 4j .. 4j + 3 of thread tid's fragment, through L2 (ld.global.cg: another CTA wrote
+// the tile during this kernel, so L1 may hold none of it). One 16-byte load on sm_90.
+template <int kThreads>
+__device__ __forceinline__ float4 accum_load4(const float* tile, int j, int tid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return __ldcg(reinterpret_cast<const float4*>(tile) + j * kThreads + tid);
+#else
+  const float* at = tile + 4 * j * kThreads + tid;
+  return make_float4(__ldcg(at), __ldcg(at + kThreads), __ldcg(at + 2 * kThreads),
+                     __ldcg(at + 3 * kThreads));
 #endif
 }
 

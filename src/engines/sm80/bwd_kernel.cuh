@@ -7,6 +7,9 @@
 // dK and dV are accumulated at the kv head count (GQA by indexing, no expansion) and written
 // once at the end, scaled, through their strides (bwd_epilogue.cuh).
 //
+// A bias broadcast over the batch or the heads: its gradient is summed across these CTAs in a
+// fixed order (bwd_dbias_sum.cuh).
+//
 // Deterministic mode: the dQ additions into one query tile happen in ascending key-tile order.
 // Each visit waits on the tile's semaphore until every lower key tile that visits it has added
 // its share. A CTA only ever waits on CTAs of lower linear index (the same head, lower key
@@ -15,6 +18,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "engines/sm80/bwd_dbias_sum.cuh"
 #include "engines/sm80/bwd_epilogue.cuh"
 #include "engines/sm80/bwd_mainloop.cuh"
 #include "engines/sm80/bwd_params.h"
@@ -48,8 +52,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int skv_b = rows.skv;
   const int n0 = n_block * T::kBlockN;
   // A ragged key slot shorter than the envelope: its tiles past the slot write no dK or dV (the
-  // next slot's tokens); with a bias gradient they still zero their dBias columns below.
-  if (kServing && n0 >= rows.kv_rows && p.dbias == nullptr) return;
+  // next slot's tokens); with a bias gradient they still zero their dBias columns, or take their
+  // turns on a broadcast dBias, below.
+  if (kServing && n0 >= rows.kv_rows && p.dbias == nullptr && p.dbias_sum == nullptr) return;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
     qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
@@ -66,6 +71,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
                      skv_b, rows.q0, rows.kv0, rows.kv_rows, rows.kv_slot};
   if (!qt.empty()) BwdMainloop<T, kMod, kServing>::run(p, smem, tid, blk, qt, acc_dk, acc_dv);
   if (p.dbias != nullptr) bwd_zero_unvisited_dbias<T>(p, tid, blk, qt);
+  if constexpr (kernels::has_bias_code(kMod)) {
+    if (p.dbias_sum != nullptr) dbias_pass_unvisited<T>(p, tid, blk, qt);
+  }
   if constexpr (kServing) {
     // The slot read again, through an index the compiler cannot see through, rather than kept
     // in registers across the main loop.

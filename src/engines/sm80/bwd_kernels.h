@@ -2,8 +2,8 @@
 // One entry per (tile, dtype, score-mod kind); each tile's instantiations live in their
 // own translation unit (bwd_<tile>.cu, generated from engines/tile_kernels.cu.in) so the build
 // parallelises. An entry launches the whole backward:
-// preprocess, the broadcast-dBias kernel when the problem has one, main kernel, dQ epilogue,
-// and the dSink kernel when the problem has one.
+// preprocess, main kernel (which also sums a broadcast dBias), dQ epilogue, and the dSink
+// kernel when the problem has one.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,7 +19,6 @@ struct BwdGrids {
   unsigned query_tiles = 0;  // preprocess and dQ epilogue: num_m_blocks * h_q * b
   unsigned key_tiles = 0;    // main kernel: num_n_blocks * h_kv * b
   unsigned heads = 0;        // dSink: h_q
-  unsigned bias_tiles = 0;   // broadcast dBias: num_m_blocks * num_n_blocks * bias_h * bias_b
 };
 
 using BwdKernel = KernelEntry<BwdParams, BwdGrids>;

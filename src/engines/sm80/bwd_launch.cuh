@@ -4,7 +4,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engines/sm80/bwd_dbias.cuh"
 #include "engines/sm80/bwd_dq_epilogue.cuh"
 #include "engines/sm80/bwd_dsink.cuh"
 #include "engines/sm80/bwd_kernel.cuh"
@@ -14,35 +13,18 @@
 
 namespace floe::detail::sm80 {
 
-// The broadcast-dBias kernel uses the main kernel's Q, dO, K and V buffers (one stage).
-template <class T>
-constexpr int kDbiasSmemBytes = T::kOffV + T::kBlockN* T::kDv * 2;
-
 template <class T, kernels::ScoreMod kMod, bool kServing>
 struct BwdInstanceOf {
   static constexpr int kThreads = T::kThreads;
   static constexpr int kSmemBytes = T::kSmemBytes;
 
   static cudaError_t prepare() {
-    cudaError_t err = cudaFuncSetAttribute(
-        bwd_kernel<T, kMod, kServing>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-    if constexpr (kernels::has_bias_code(kMod)) {
-      if (err == cudaSuccess) {
-        err = cudaFuncSetAttribute(bwd_dbias_kernel<T, kMod, kServing>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, kDbiasSmemBytes<T>);
-      }
-    }
-    return err;
+    return cudaFuncSetAttribute(bwd_kernel<T, kMod, kServing>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   }
 
   static cudaError_t launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
     bwd_preprocess_kernel<T, kServing><<<grids.query_tiles, 256, 0, stream>>>(params);
-    if constexpr (kernels::has_bias_code(kMod)) {  // a bias gradient implies a bias
-      if (params.dbias_sum != nullptr) {
-        bwd_dbias_kernel<T, kMod, kServing>
-            <<<grids.bias_tiles, T::kThreads, kDbiasSmemBytes<T>, stream>>>(params);
-      }
-    }
     bwd_kernel<T, kMod, kServing><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
     bwd_dq_epilogue_kernel<T, kServing><<<grids.query_tiles, T::kThreads, 0, stream>>>(params);
     if (params.dsink != nullptr) bwd_dsink_kernel<T><<<grids.heads, 256, 0, stream>>>(params);

@@ -9,9 +9,11 @@
 
 #include <cute/tensor.hpp>
 
+#include "engines/sm80/bwd_dbias_sum.cuh"
 #include "engines/sm80/bwd_dq_accum.cuh"
 #include "engines/sm80/bwd_params.h"
 #include "engines/sm80/bwd_scores.cuh"
+#include "engines/sm80/bwd_semaphore.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/constants.h"
 #include "kernels/math.cuh"
@@ -21,17 +23,6 @@
 #include "kernels/sm80/fragment.cuh"
 
 namespace floe::detail::sm80 {
-
-__device__ __forceinline__ int load_acquire(const int32_t* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void release_add(int32_t* p, int v) {
-  asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v)
-               : "memory");
-}
 
 // kServing: Q, dO, K and V rows start at the batch's slot (blk.q0, blk.kv0).
 template <class T, kernels::ScoreMod kMod, bool kServing>
@@ -191,13 +182,26 @@ struct BwdMainloop {
 
     // This visit's (query head, query tile) and the next one's, counted rather than divided out
     // of the visit index.
+    // Query tile fastest; heads fastest for a dBias summed over a GQA group's heads (bias kinds,
+    // bwd_params.h: heads_inner).
     int h = h_first, m_idx = qt.begin;
+    [[maybe_unused]] bool heads_inner = false;
+    if constexpr (kernels::has_bias_code(kMod)) heads_inner = p.heads_inner;
     auto next = [&](int& nh, int& nm) {
-      nh = h;
-      nm = m_idx + 1;
-      if (nm == qt.end) {
-        nm = qt.begin;
-        ++nh;
+      if (kernels::has_bias_code(kMod) && heads_inner) {
+        nh = h + 1;
+        nm = m_idx;
+        if (nh == h_first + p.group) {
+          nh = h_first;
+          ++nm;
+        }
+      } else {
+        nh = h;
+        nm = m_idx + 1;
+        if (nm == qt.end) {
+          nm = qt.begin;
+          ++nh;
+        }
       }
     };
     CUTE_NO_UNROLL
@@ -207,7 +211,21 @@ struct BwdMainloop {
       const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
 
       cp_async_wait<0>();  // this visit's Q and dO (and K, V) have landed ...
-      __syncthreads();     // ... everyone's; and every warp is done with the previous visit
+      // A broadcast dBias (bias kinds): the pair's turn on the tile, waited for here (the barrier
+      // tells every thread whether the tile's partial sum holds data) and taken with dS below.
+      [[maybe_unused]] bool dbias_has_sum = false;
+      if (kernels::has_bias_code(kMod) && p.dbias_sum != nullptr) {
+        int has_sum = 0;
+        if (tid == 0) has_sum = dbias_wait_turn(dbias_turn<T>(p, b, h, m_idx, blk.n_block));
+        dbias_has_sum = __syncthreads_or(has_sum);  // ... everyone's; and every warp is done
+                                                    // with the previous visit
+        if (dbias_has_sum) {
+          const DbiasTurn t = dbias_turn<T>(p, b, h, m_idx, blk.n_block);
+          if (t.last) dbias_prefetch<T>(t, tid);
+        }
+      } else {
+        __syncthreads();  // ... everyone's; and every warp is done with the previous visit
+      }
       // The bias tile of this visit, staged in dS's buffer (free until dS is written): issued
       // first, waited for where the scores need it, under the S (and dP) products.
       if constexpr (kStagedBias) {
@@ -284,6 +302,14 @@ struct BwdMainloop {
           }
         }
       }
+      if constexpr (kernels::has_bias_code(kMod)) {
+        if (p.dbias_sum != nullptr) {
+          // The turn recomputed rather than kept live across the products (an opaque index, so
+          // that the compiler cannot reuse the pointers of the visit's start).
+          dbias_add<T>(p, dbias_turn<T>(p, b, h, kernels::opaque(m_idx), blk.n_block),
+                       dbias_has_sum, acc_dp, tScS, b, h, m0, n0, tid);
+        }
+      }
       if constexpr (kernels::has_softcap_code(kMod)) {
         CUTE_UNROLL
         for (int i = 0; i < size(acc_dp); ++i) acc_dp(i) *= dtanh(i);
@@ -293,6 +319,11 @@ struct BwdMainloop {
       Tensor rdS = kernels::convert_fragment<Element>(acc_dp);
       copy(ps_copy, ps_thr.retile_S(rdS), tPsdS);
       __syncthreads();
+      if constexpr (kernels::has_bias_code(kMod)) {
+        if (p.dbias_sum != nullptr && tid == 0) {
+          dbias_publish(dbias_turn<T>(p, b, h, kernels::opaque(m_idx), blk.n_block), dbias_has_sum);
+        }
+      }
       if constexpr (kStagedDbias) {
         // Without a softcap factor dS is dBias, rounded the same way: out of shared memory with
         // 16-byte stores instead of scattered 2-byte ones.
@@ -323,11 +354,7 @@ struct BwdMainloop {
           const kernels::KeyTiles kt =
               kernels::key_tiles(p.score.mask, p.score.has_mask, m0,
                                  min(m0 + kBlockM, blk.sq_b) - 1, blk.sq_b, blk.skv_b, kBlockN);
-          const int turn = blk.n_block - kt.begin;
-          long long spins = 0;
-          while (load_acquire(sem) != turn) {
-            if (++spins > (1ll << 26)) __trap();  // a broken order (tens of seconds): fail loudly
-          }
+          wait_for(sem, ~0, blk.n_block - kt.begin);
         }
         __syncthreads();
       }

@@ -29,7 +29,8 @@ struct BwdParams {
   void* dk = nullptr;
   void* dv = nullptr;
   void* dbias = nullptr;      // dBias per (batch, head), written by the main kernel; else null
-  void* dbias_sum = nullptr;  // dBias of a broadcast bias, summed by bwd_dbias.cuh; else null
+  void* dbias_sum = nullptr;  // dBias of a broadcast bias, summed by the main kernel's CTAs in
+                              // (batch, head) order (bwd_dbias_sum.cuh); else null
   float* dsink = nullptr;     // null: no sink gradient; f32 [h_q], dsink_stride apart
 
   // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
@@ -39,6 +40,12 @@ struct BwdParams {
   float* lse_log2 = nullptr;  // "lse_log2": f32 [b, h_q, s_q_pad], LSE * log2(e); +inf: P = 0
   float* delta = nullptr;     // "delta": f32 [b, h_q, s_q_pad], sum_d dO * O
   int32_t* dq_sem = nullptr;  // "dq_semaphore" (deterministic): i32 [b, h_q, num_m_blocks]
+  // A broadcast dBias (dbias_sum): "dbias_accum", f32, one block_m x block_n tile per (bias
+  // batch, bias head, query tile, key tile) in the main kernel's thread order; "dbias_semaphore",
+  // i32 per such tile (the turns taken, and whether the tile holds a partial sum: bit 30),
+  // zeroed by preprocess.
+  float* dbias_accum = nullptr;
+  int32_t* dbias_sem = nullptr;
 
   // Element strides of the logical dims [b, h, s] (innermost stride 1; stats: [b, h, s]).
   kernels::Strides3 q_strides, k_strides, v_strides, o_strides, do_strides;
@@ -58,14 +65,16 @@ struct BwdParams {
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)
-  // CTA index -> tile, head, batch: the preprocess and the dQ epilogue walk query tiles, the
-  // broadcast-dBias kernel (query tile, key tile) pairs of each bias head. (The main kernel
-  // divides by num_n_blocks and h_kv: bwd_kernel.cuh says why.)
+  // CTA index -> tile, head, batch: the preprocess and the dQ epilogue walk query tiles. (The
+  // main kernel divides by num_n_blocks and h_kv: bwd_kernel.cuh says why.)
   kernels::QueryTileScheduler::Params query_tiles;
-  kernels::BiasTileScheduler::Params bias_tiles;
   int32_t s_q_pad = 0;  // num_m_blocks * block_m
   int32_t dq_ld = 0;    // row length of dq_accum: the compiled d_qk tile
   bool deterministic = false;
+  // A dBias summed over the heads of a GQA group (bwd_dbias_sum.cuh): each CTA visits in (query
+  // tile, head) order, so that a kv head's CTA waits one query tile, not a whole group of heads,
+  // for the previous kv head's turns.
+  bool heads_inner = false;
 
   // Ragged sides (DESIGN 2.1), read only by the serving instantiations (kServing); last, so that
   // the dense kernels' parameter offsets stay as they were.

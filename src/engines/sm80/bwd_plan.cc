@@ -56,6 +56,14 @@ constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
 constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
+constexpr const char* kDbiasAccumChunk = "dbias_accum";
+constexpr const char* kDbiasSemaphoreChunk = "dbias_semaphore";
+
+// A bias gradient broadcast over the batch or the heads is a sum over several main-kernel CTAs
+// (bwd_dbias_sum.cuh); one per (batch, head) is written by the CTA that computes it.
+bool dbias_summed(const Facts& f, const BwdParams& p) {
+  return f.has(TensorId::dbias) && ((p.bias_b == 1 && p.b > 1) || (p.bias_h == 1 && p.h_q > 1));
+}
 
 BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
@@ -84,19 +92,21 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, false);
-  p.bias_tiles = kernels::BiasTileScheduler::make(p.num_m_blocks, p.num_n_blocks, p.bias_h);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
   if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
+  p.heads_inner = dbias_summed(f, p) && p.bias_h == 1 && p.group > 1;
   p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
   p.dbias_vec = bias_strides_allow_vec(f, shape.block_m, TensorId::dbias);
   return p;
 }
 
-// Every temporary is a named chunk, O(B * H * S * D): the fp32 dQ accumulator, the dense
-// LSE (log2 units) and Delta, and in deterministic mode one semaphore per query tile.
-void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
+// Every temporary is a named chunk: O(B * H * S * D), the fp32 dQ accumulator, the dense LSE
+// (log2 units) and Delta, and in deterministic mode one semaphore per query tile; with a
+// broadcast bias gradient, an fp32 partial sum of the bias's shape over whole tiles (twice the
+// bytes of a 2-byte dBias) and one semaphore per tile of it.
+void add_bwd_workspace(const Facts& f, const BwdParams& p, int block_n, WorkspaceLayout& ws) {
   // Saturating products: a size that overflows makes the plan's total overflow, which
   // Plan::build refuses, instead of wrapping to a small workspace.
   const int64_t f32 = sizeof(float);
@@ -107,19 +117,19 @@ void add_bwd_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) 
     ws.add(kDqSemaphoreChunk,
            saturating_bytes({f.b, f.h_q, p.num_m_blocks, int64_t{sizeof(int32_t)}}));
   }
+  if (dbias_summed(f, p)) {
+    ws.add(kDbiasAccumChunk, saturating_bytes({p.bias_b, p.bias_h, p.s_q_pad,
+                                               int64_t{p.num_n_blocks} * block_n, f32}));
+    ws.add(kDbiasSemaphoreChunk, saturating_bytes({p.bias_b, p.bias_h, p.num_m_blocks,
+                                                   p.num_n_blocks, int64_t{sizeof(int32_t)}}));
+  }
 }
 
 class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
  public:
   Sm80BackwardPlan(const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
-                   const BwdGrids& grids)
-      : params_(params),
-        kernel_(kernel),
-        tile_(tile),
-        grids_(grids),
-        // A broadcast bias's gradient is a sum over CTAs: its own kernel (bwd_dbias.cuh).
-        dbias_summed_((params.bias_b == 1 && params.b > 1) ||
-                      (params.bias_h == 1 && params.h_q > 1)) {}
+                   const BwdGrids& grids, bool dbias_summed)
+      : params_(params), kernel_(kernel), tile_(tile), grids_(grids), dbias_summed_(dbias_summed) {}
 
   Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
                 Stream stream) const override {
@@ -139,6 +149,8 @@ class Sm80BackwardPlan final : public TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
+    p.dbias_accum = ws.carve<float>(kDbiasAccumChunk);
+    p.dbias_sem = ws.carve<int32_t>(kDbiasSemaphoreChunk);
     p.bias_vec = p.bias_vec && bias_pointer_allows_vec(p.bias);
     p.dbias_vec = p.dbias_vec && bias_pointer_allows_vec(p.dbias);
     return launch_status(kEngine, kernel_->name, kernel_->launch(p, grids_, stream));
@@ -173,17 +185,15 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       kEngine, [&](BwdChoice* out) { return choose_backward(facts, target, out); });
   if (!c) return c.status();
   const BwdParams params = make_bwd_params(facts, *c);
-  add_bwd_workspace(facts, params, workspace);
+  add_bwd_workspace(facts, params, bwd_tile_shape(c->tile).block_n, workspace);
   BwdGrids grids;
   grids.query_tiles =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(static_cast<int64_t>(params.num_n_blocks) * facts.h_kv * facts.b);
   grids.heads = static_cast<unsigned>(facts.h_q);
-  grids.bias_tiles =
-      static_cast<unsigned>(kernels::BiasTileScheduler::grid(params.bias_tiles, params.bias_b));
-  return tensor_core::prepared_plan<Sm80BackwardPlan>(kEngine, *c->kernel, target, params,
-                                                      c->kernel, c->tile, grids);
+  return tensor_core::prepared_plan<Sm80BackwardPlan>(
+      kEngine, *c->kernel, target, params, c->kernel, c->tile, grids, dbias_summed(facts, params));
 }
 
 }  // namespace floe::detail::sm80

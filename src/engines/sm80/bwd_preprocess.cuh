@@ -3,7 +3,8 @@
 //   delta[i]    = sum_d dO * O (0 for rows past the batch's query length),
 //   lse_log2[i] = LSE * log2(e) from the stats (through their strides); +inf for rows past the
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0,
-//   dq_accum    = 0 over the tile's rows, and the tile's dQ semaphore = 0 (deterministic).
+//   dq_accum    = 0 over the tile's rows, and the tile's dQ semaphore = 0 (deterministic),
+//   the broadcast dBias's semaphores of the tile's rows = 0.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -47,6 +48,14 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   for (int x = tid; x < n4; x += kThreads) acc[x] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (p.dq_sem != nullptr && tid == 0) {
     p.dq_sem[(static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m_block] = 0;
+  }
+  // A broadcast dBias: the semaphores of the bias tiles of this query tile, zeroed by the CTA of
+  // the first broadcast batch and head.
+  if (p.dbias_sem != nullptr && (p.bias_b > 1 || b == 0) && (p.bias_h > 1 || h == 0)) {
+    int32_t* sem =
+        p.dbias_sem +
+        ((static_cast<int64_t>(b) * p.bias_h + h) * p.num_m_blocks + m_block) * p.num_n_blocks;
+    for (int n = tid; n < p.num_n_blocks; n += kThreads) sem[n] = 0;
   }
 }
 

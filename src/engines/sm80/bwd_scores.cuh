@@ -1,5 +1,4 @@
-// sm80 backward: the scores of one (query tile, key tile) visit, shared by the main loop and
-// the broadcast-dBias kernel so that both compute the same P = 2^(s2 - lse2):
+// sm80 backward: the scores of one (query tile, key tile) visit of the main loop:
 //   load_row_stats: per row of the S fragment, LSE in log2 units and Delta (dense chunks the
 //                   preprocess wrote);
 //   backward_scores: raw q.k -> log2 units (scale or softcap, with d tanh kept for dS), + bias,
@@ -31,24 +30,15 @@ __device__ __forceinline__ void load_row_stats(const BwdParams& p, int64_t row_b
   }
 }
 
-// Adds no staged bias: the bias is read from global memory (kernels/score_mod.cuh: add_bias).
-struct NoStagedBias {
-  template <class AccS>
-  __device__ __forceinline__ bool operator()(AccS&) const {
-    return false;
-  }
-};
-
 // acc_s: raw q.k of the tile whose first query is m0 and first key n0, of query head h of
 // batch b. The plain kernel (kMod plain) leaves raw q.k and folds the scale into the exponent;
 // dtanh is written only by the softcap kinds. staged_bias(acc_s) adds the bias from a tile staged
 // in shared memory and returns true, or returns false (then it is read from global memory).
-template <class T, kernels::ScoreMod kMod, class AccS, class DTanh, class Coord,
-          class StagedBias = NoStagedBias>
+template <class T, kernels::ScoreMod kMod, class AccS, class DTanh, class Coord, class StagedBias>
 __device__ __forceinline__ void backward_scores(AccS& acc_s, DTanh& dtanh, Coord const& tScS,
                                                 const BwdParams& p, int b, int h, int m0, int n0,
                                                 const kernels::QueryTiles& qt, int sq_b, int skv_b,
-                                                StagedBias&& staged_bias = {}) {
+                                                StagedBias&& staged_bias) {
   using Element = typename T::Element;
   if constexpr (kMod != kernels::ScoreMod::plain) {
     if constexpr (kernels::has_softcap_code(kMod)) {
