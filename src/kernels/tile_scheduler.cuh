@@ -2,7 +2,7 @@
 // halves: a host side, Params (built once at plan time, copied into the kernel's params) with the
 // grid it needs and the workspace it needs (none for these; a persistent scheduler's tile counter
 // would be a chunk, reset by the execute that uses it), and a device side, tile(params, linear).
-// The forward, the backward's preprocess, dQ epilogue and broadcast-dBias kernels decode blockIdx
+// The forward and the backward's preprocess and dQ epilogue kernels decode blockIdx
 // through one of these, with FastDivisor (a multiply-high and a shift) instead of a division by
 // a runtime value.
 //
@@ -148,33 +148,6 @@ struct PersistentTileScheduler {
     q.h = static_cast<int>(hb - b * p.list.h_q.d);
     q.b = static_cast<int>(b);
     return q;
-  }
-};
-
-struct BiasTile {
-  int m_block, n_block;  // query tile, key tile
-  int h, b;              // the bias's head and batch (0 where it broadcasts)
-};
-
-// (query tile, key tile, bias head, bias batch) CTAs, query tile fastest: the backward's
-// broadcast-dBias kernel.
-struct BiasTileScheduler {
-  struct Params {
-    FastDivisor m_blocks, n_blocks, bias_h;
-  };
-  static Params make(int64_t m_blocks, int64_t n_blocks, int64_t bias_h) {
-    return Params{divisor_of(m_blocks), divisor_of(n_blocks), divisor_of(bias_h)};
-  }
-  static int64_t grid(const Params& p, int64_t bias_b) {
-    return int64_t{p.m_blocks.d} * p.n_blocks.d * p.bias_h.d * bias_b;
-  }
-  static size_t workspace_bytes(const Params&) { return 0; }
-
-  FLOE_HD static BiasTile tile(const Params& p, uint32_t linear) {
-    const uint32_t rest = p.m_blocks.div(linear);
-    const TileHeadBatch t = decode_tile_head_batch(rest, p.n_blocks, p.bias_h);
-    return BiasTile{static_cast<int>(linear - rest * p.m_blocks.d), static_cast<int>(t.tile),
-                    static_cast<int>(t.h), static_cast<int>(t.b)};
   }
 };
 

@@ -17,7 +17,6 @@
 namespace floe {
 namespace {
 
-using kernels::BiasTileScheduler;
 using kernels::KeyTileScheduler;
 using kernels::QueryTileScheduler;
 
@@ -139,29 +138,6 @@ TEST(TileScheduler, PersistentWalksEveryTileOnceInItsOrder) {
         }
       }
     }
-  }
-}
-
-TEST(TileScheduler, BiasTilesMatchTheDivisionTheyReplace) {
-  std::mt19937_64 rng(13);
-  for (const Dims& d : shapes(rng)) {
-    const int64_t n_tiles = 1 + rng() % 50;
-    if (d.tiles * d.heads * n_tiles > 0x7fffffff) continue;
-    const int64_t bias_b =
-        1 + rng() % std::max<int64_t>(1, 0x7fffffff / (d.tiles * d.heads * n_tiles));
-    const BiasTileScheduler::Params p = BiasTileScheduler::make(d.tiles, n_tiles, d.heads);
-    const int64_t grid = BiasTileScheduler::grid(p, bias_b);
-    ASSERT_EQ(grid, d.tiles * n_tiles * d.heads * bias_b);
-    for_indices(grid, rng, [&](uint32_t i) {
-      const kernels::BiasTile t = BiasTileScheduler::tile(p, i);
-      uint32_t rest = i;
-      ASSERT_EQ(t.m_block, rest % d.tiles) << "linear " << i;
-      rest /= d.tiles;
-      ASSERT_EQ(t.n_block, rest % n_tiles) << "linear " << i;
-      rest /= n_tiles;
-      ASSERT_EQ(t.h, rest % d.heads) << "linear " << i;
-      ASSERT_EQ(t.b, rest / d.heads) << "linear " << i;
-    });
   }
 }
 

@@ -22,7 +22,7 @@
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
-#include "kernels/softcap_split.cuh"
+#include "kernels/sm90/softcap_split.cuh"
 
 namespace floe::detail::sm90 {
 

@@ -41,7 +41,7 @@ struct FwdTraitsOf {
   static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
   // The score-mod kernel's softcap: how many elements in 4 take the tanh's exp2 on the FMA pipe
-  // (kernels/softcap_split.cuh), the rest on the MUFU.
+  // (kernels/sm90/softcap_split.cuh), the rest on the MUFU.
   static constexpr int kSoftcapPolyOf4 = 0;
 
   using BM = cute::Int<kBlockM>;
