@@ -47,4 +47,17 @@ std::string serving_decline_reason(const Facts& facts, const char* engine);
 // Only for problems that passed validate().
 Facts make_facts(const Problem& problem);
 
+// The batch, head and length sizes every engine's Params carry (each in its own integer type):
+// one reading of the Facts for all of them.
+template <class Params>
+void fill_sizes(const Facts& f, Params& p) {
+  using Int = decltype(p.b);
+  p.b = static_cast<Int>(f.b);
+  p.h_q = static_cast<Int>(f.h_q);
+  p.h_kv = static_cast<Int>(f.h_kv);
+  p.group = static_cast<Int>(f.group);
+  p.s_q = static_cast<Int>(f.s_q);
+  p.s_kv = static_cast<Int>(f.s_kv);
+}
+
 }  // namespace floe::detail

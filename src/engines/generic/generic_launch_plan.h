@@ -21,14 +21,9 @@ std::string decline_reason(const Facts& facts, const Target& target);
 template <class P>
 void set_problem_fields(const Facts& f, P& p) {
   using Int = decltype(p.b);
-  p.b = static_cast<Int>(f.b);
-  p.h_q = static_cast<Int>(f.h_q);
-  p.h_kv = static_cast<Int>(f.h_kv);
-  p.s_q = static_cast<Int>(f.s_q);
-  p.s_kv = static_cast<Int>(f.s_kv);
+  fill_sizes(f, p);
   p.d_qk = static_cast<Int>(f.d_qk);
   p.d_v = static_cast<Int>(f.d_v);
-  p.group = static_cast<Int>(f.group);
   p.scale = static_cast<float>(f.scale);
   p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
   p.has_softcap = f.has_softcap;

@@ -67,16 +67,11 @@ bool dbias_summed(const Facts& f, const BwdParams& p) {
 
 BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   BwdParams p;
-  p.q_strides = serving_strides_of(f, TensorId::q);
-  p.k_strides = serving_strides_of(f, TensorId::k);
-  p.v_strides = serving_strides_of(f, TensorId::v);
-  p.o_strides = serving_strides_of(f, TensorId::o);
+  fill_forward_strides(f, p);
   p.do_strides = serving_strides_of(f, TensorId::d_o);
   p.dq_strides = serving_strides_of(f, TensorId::dq);
   p.dk_strides = serving_strides_of(f, TensorId::dk);
   p.dv_strides = serving_strides_of(f, TensorId::dv);
-  p.stats_strides = serving_strides_of(f, TensorId::stats);
-  p.bias_strides = bias_strides_of(f, TensorId::bias);
   p.dbias_strides = strides_of(f, TensorId::dbias);
   if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
   if (f.has(TensorId::bias)) {

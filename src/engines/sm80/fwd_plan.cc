@@ -46,12 +46,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
 
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
-  p.q_strides = serving_strides_of(f, TensorId::q);
-  p.k_strides = serving_strides_of(f, TensorId::k);
-  p.v_strides = serving_strides_of(f, TensorId::v);
-  p.o_strides = serving_strides_of(f, TensorId::o);
-  p.stats_strides = serving_strides_of(f, TensorId::stats);
-  p.bias_strides = bias_strides_of(f, TensorId::bias);
+  fill_forward_strides(f, p);
   fill_shared(f, p);
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
   // Bounded on the right only (causal and the like): later query tiles see more keys.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engines/facts.h"
+#include "engines/tensor_core_rules.h"
 #include "floe/arguments.h"
 #include "kernels/sm80/serving_rows.h"
 #include "kernels/strides.h"
@@ -23,6 +24,17 @@ std::string check_serving_operands(const Facts& f, std::initializer_list<TensorI
 // A tensor's [b, h, s] strides: a ragged side's {0, head, token}, paged K/V's {0, head, row in
 // the page}, else the dense strides (zeros when it is not declared).
 kernels::Strides3 serving_strides_of(const Facts& f, TensorId id);
+
+// The strides of the operands a forward and a backward share (q, k, v, o, stats, bias).
+template <class Params>
+void fill_forward_strides(const Facts& f, Params& p) {
+  p.q_strides = serving_strides_of(f, TensorId::q);
+  p.k_strides = serving_strides_of(f, TensorId::k);
+  p.v_strides = serving_strides_of(f, TensorId::v);
+  p.o_strides = serving_strides_of(f, TensorId::o);
+  p.stats_strides = serving_strides_of(f, TensorId::stats);
+  p.bias_strides = tensor_core::bias_strides_of(f, TensorId::bias);
+}
 
 // The plan-time fields (flags, strides, totals, envelopes, the page divisor); block_n: the
 // kernel's key tile (a page size that is a multiple of it loads a tile from one page).

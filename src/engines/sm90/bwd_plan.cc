@@ -80,12 +80,7 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.dk_strides = tensor_core::strides_of(f, TensorId::dk);
   p.dv_strides = tensor_core::strides_of(f, TensorId::dv);
   p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
-  p.b = static_cast<int32_t>(f.b);
-  p.h_q = static_cast<int32_t>(f.h_q);
-  p.h_kv = static_cast<int32_t>(f.h_kv);
-  p.group = static_cast<int32_t>(f.group);
-  p.s_q = static_cast<int32_t>(f.s_q);
-  p.s_kv = static_cast<int32_t>(f.s_kv);
+  fill_sizes(f, p);
   p.d = static_cast<int32_t>(f.d_qk);
   p.scale = static_cast<float>(f.scale);
   p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
@@ -225,9 +220,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
   std::array<DeviceKernel, 3> functions;
   for (int i = 0; i < 3; ++i) {
-    if (Status st = resolve_on_device(c->kernel->name,
-                                      c->kernel->steps.step[i].symbol,
-                                      target, &functions[i]);
+    if (Status st = resolve_on_device(c->kernel->name, c->kernel->steps.step[i].symbol, target,
+                                      &functions[i]);
         !st) {
       return st;
     }
