@@ -123,7 +123,8 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
-                   const BwdGrids& grids, const std::array<DeviceKernel, 3>& functions)
+                   const BwdGrids& grids,
+                   const std::array<DeviceKernel, LaunchSteps::kMax>& functions)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, bwd_tile_shape(tile).block_m)),
         do_(tma_tensor(f, TensorId::d_o, bwd_tile_shape(tile).block_m)),
@@ -164,7 +165,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
     // The three kernels in stream order; a thread whose context is not the plan's finds out at
     // the first launch and takes the runtime's (which binds its context) for all three.
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kernel_->steps.count; ++i) {
       const LaunchStep& s = kernel_->steps.step[i];
       const unsigned grid = i == 1 ? grids_.key_tiles : grids_.query_tiles;
       const int err = launch_kernel(functions_[i], grid, s.threads, s.smem_bytes, stream, &p);
@@ -197,7 +198,8 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   const BwdKernel* kernel_;
   BwdTile tile_;
   BwdGrids grids_;
-  std::array<DeviceKernel, 3> functions_;  // resolved at plan time (null without a device)
+  std::array<DeviceKernel, LaunchSteps::kMax>
+      functions_;  // resolved at plan time (null without a device)
 };
 
 }  // namespace
@@ -218,8 +220,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
-  std::array<DeviceKernel, 3> functions;
-  for (int i = 0; i < 3; ++i) {
+  std::array<DeviceKernel, LaunchSteps::kMax> functions;
+  for (int i = 0; i < c->kernel->steps.count; ++i) {
     if (Status st = resolve_on_device(c->kernel->name, c->kernel->steps.step[i].symbol, target,
                                       &functions[i]);
         !st) {
