@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "engines/entry_launch.h"
 #include "engines/sm90/bwd_kernels.h"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_tiles.h"
@@ -123,8 +124,7 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
-                   const BwdGrids& grids,
-                   const std::array<DeviceKernel, LaunchSteps::kMax>& functions)
+                   const BwdGrids& grids, const StepFunctions& functions)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, bwd_tile_shape(tile).block_m)),
         do_(tma_tensor(f, TensorId::d_o, bwd_tile_shape(tile).block_m)),
@@ -163,19 +163,10 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
-    // The three kernels in stream order; a thread whose context is not the plan's finds out at
-    // the first launch and takes the runtime's (which binds its context) for all three.
-    for (int i = 0; i < kernel_->steps.count; ++i) {
-      const LaunchStep& s = kernel_->steps.step[i];
-      const unsigned grid = i == 1 ? grids_.key_tiles : grids_.query_tiles;
-      const int err = launch_kernel(functions_[i], grid, s.threads, s.smem_bytes, stream, &p);
-      if (err == 0) continue;
-      if (i > 0 || !is_context_error(err)) return launch_error("sm90", kernel_->name, err);
-      return tensor_core::launch_status(
-          "sm90", kernel_->name,
-          kernel_->launch(p, grids_, reinterpret_cast<cudaStream_t>(stream)));
-    }
-    return Status();
+    // The preprocess and the dQ conversion cover query tiles, the main kernel key tiles.
+    return launch_steps(
+        "sm90", *kernel_, functions_, grids_,
+        [&](int i) { return i == 1 ? grids_.key_tiles : grids_.query_tiles; }, p, stream);
   }
 
   std::string describe() const override {
@@ -198,8 +189,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   const BwdKernel* kernel_;
   BwdTile tile_;
   BwdGrids grids_;
-  std::array<DeviceKernel, LaunchSteps::kMax>
-      functions_;  // resolved at plan time (null without a device)
+  StepFunctions functions_;  // resolved at plan time (null without a device)
 };
 
 }  // namespace
@@ -220,13 +210,10 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
-  std::array<DeviceKernel, LaunchSteps::kMax> functions;
-  for (int i = 0; i < c->kernel->steps.count; ++i) {
-    if (Status st = resolve_on_device(c->kernel->name, c->kernel->steps.step[i].symbol, target,
-                                      &functions[i]);
-        !st) {
-      return st;
-    }
+  StepFunctions functions;
+  if (Status st = resolve_steps("sm90", c->kernel->name, c->kernel->steps, target, &functions);
+      !st) {
+    return st;
   }
   return tensor_core::prepared_plan<Sm90BackwardPlan>("sm90", *c->kernel, target, facts, params,
                                                       c->kernel, c->tile, grids, functions);

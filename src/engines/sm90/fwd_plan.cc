@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engines/entry_launch.h"
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
@@ -197,7 +198,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
 class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
-                  FwdSchedule schedule, unsigned grid, DeviceKernel function)
+                  FwdSchedule schedule, unsigned grid, const StepFunctions& functions)
       : params_(params),
         q_(tma_tensor(f, TensorId::q, fwd_tile_shape(tile).block_m)),
         k_(tma_tensor(f, TensorId::k, fwd_tile_shape(tile).block_n)),
@@ -206,7 +207,7 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         tile_(tile),
         schedule_(schedule),
         grid_(grid),
-        function_(function),
+        functions_(functions),
         has_sink_(f.has(TensorId::sink)) {
     if (f.has(TensorId::bias)) {
       params_.has_bias = true;
@@ -249,12 +250,8 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
-    const int err =
-        launch_kernel(function_, grid_, kernel_->threads, kernel_->smem_bytes, stream, &p);
-    if (err == 0) return Status();
-    if (!is_context_error(err)) return launch_error("sm90", kernel_->name, err);
-    return tensor_core::launch_status(
-        "sm90", kernel_->name, kernel_->launch(p, grid_, reinterpret_cast<cudaStream_t>(stream)));
+    return launch_steps(
+        "sm90", *kernel_, functions_, grid_, [&](int) { return grid_; }, p, stream);
   }
 
   std::string describe() const override {
@@ -289,7 +286,7 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   FwdTile tile_;
   FwdSchedule schedule_;
   unsigned grid_;
-  DeviceKernel function_;  // resolved at plan time (null for a target without a device)
+  StepFunctions functions_;  // resolved at plan time (null for a target without a device)
   bool has_sink_ = false;
   TmaMatrix bias_;  // with a bias: its tensor map, without the base
 };
@@ -308,14 +305,13 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   // Persistent: one CTA per SM (each needs most of an SM's shared memory or registers).
   const unsigned grid =
       static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c->ctas));
-  DeviceKernel function;
-  if (Status st = resolve_on_device(
-          c->kernel->name, c->kernel->steps.step[0].symbol, target, &function);
+  StepFunctions functions;
+  if (Status st = resolve_steps("sm90", c->kernel->name, c->kernel->steps, target, &functions);
       !st) {
     return st;
   }
   return tensor_core::prepared_plan<Sm90ForwardPlan>(
-      "sm90", *c->kernel, target, facts, params, c->kernel, c->tile, c->schedule, grid, function);
+      "sm90", *c->kernel, target, facts, params, c->kernel, c->tile, c->schedule, grid, functions);
 }
 
 }  // namespace floe::detail::sm90

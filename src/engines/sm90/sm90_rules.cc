@@ -22,17 +22,6 @@ std::string check_target(const Target& target) {
   return "";
 }
 
-Status resolve_on_device(const char* kernel_name, const void* symbol, const Target& target,
-                         DeviceKernel* out) {
-  const cudaError_t err =
-      tensor_core::on_target_device(target, [&] { return resolve_kernel(symbol, out); });
-  if (err == cudaSuccess) return Status();
-  cudaGetLastError();
-  return Status(Code::device_error, std::string("sm90: resolving ") + kernel_name + " on device " +
-                                        std::to_string(target.device) +
-                                        " failed: " + cudaGetErrorString(err));
-}
-
 std::string check_no_score_mods(const Facts& f, const std::string& who) {
   if (f.has(TensorId::bias)) return "tensor 'bias': " + who + " has no bias yet";
   if (f.has(TensorId::sink)) return "tensor 'sink': " + who + " has no sink yet";

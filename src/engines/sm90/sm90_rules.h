@@ -33,12 +33,6 @@ std::string check_scale_and_sizes(const Facts& f);
 std::string tensor_name(TensorId id);
 std::string check_target(const Target& target);
 
-// Plan time: the function of `symbol` (one of kernel_name's kernels) on the target's device, for
-// launches through the driver (engines/kernel_launch.h); left empty for a target without a
-// device, which cannot execute.
-Status resolve_on_device(const char* kernel_name, const void* symbol, const Target& target,
-                         DeviceKernel* out);
-
 // A unit innermost stride, outer strides positive multiples of 8 elements (16 bytes) below
 // 2^39 (the base's 16-byte alignment is pointer_alignment's).
 std::string check_tma_operand(const Facts& f, TensorId id);
