@@ -37,8 +37,7 @@ __global__ void __launch_bounds__(T::kThreads)
     }
     if (m0 >= q_rows) return;  // past the slot: the next slot's tokens
   }
-  const float* acc =
-      p.dq_accum + ((static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0) * T::kDqk;
+  const float* acc = p.dq_accum + p.ws_row<T::kBlockM, kServing>(b, h, q0, m0) * T::kDqk;
   Element* dq_tile = static_cast<Element*>(p.dq) + b * p.dq_strides.b + h * p.dq_strides.h +
                      (q0 + m0) * p.dq_strides.s;
   typename T::TiledMmadQ mma;

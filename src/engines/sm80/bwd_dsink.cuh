@@ -23,8 +23,16 @@ __global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ 
   const float sink_log2 = p.sink[h * p.sink_stride] * kernels::kLog2e;
   double sum = 0.0;
   for (int b = 0; b < p.b; ++b) {
-    const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad;
-    for (int i = tid; i < p.s_q; i += kThreads) {
+    int64_t row0;
+    int rows = p.s_q;
+    if (p.ws_packed) {  // a ragged query side: the batch's rows only (the rest are other slots')
+      const kernels::BatchRows r = kernels::batch_rows(p.serve, p.lens, b, p.s_q, p.s_kv);
+      row0 = p.ws_row<T::kBlockM, true>(b, h, r.q0, 0);
+      rows = r.sq;
+    } else {
+      row0 = p.ws_row<T::kBlockM, false>(b, h, 0, 0);
+    }
+    for (int i = tid; i < rows; i += kThreads) {
       const float lse2 = p.lse_log2[row0 + i];
       if (lse2 == INFINITY) continue;
       sum += static_cast<double>(exp2f(sink_log2 - lse2)) * p.delta[row0 + i];

@@ -208,7 +208,7 @@ struct BwdMainloop {
     for (int visit = 0; visit < visits; ++visit) {
       const int buf = T::kQStages == 2 ? visit & 1 : 0;
       const int m0 = m_idx * kBlockM;
-      const int64_t row_base = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
+      const int64_t row_base = p.ws_row<kBlockM, kServing>(b, h, q0, m0);
 
       cp_async_wait<0>();  // this visit's Q and dO (and K, V) have landed ...
       // A broadcast dBias (bias kinds): the pair's turn on the tile, waited for here (the barrier

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
 #include "kernels/sm80/serving_rows.h"
@@ -33,7 +34,8 @@ struct BwdParams {
                               // (batch, head) order (bwd_dbias_sum.cuh); else null
   float* dsink = nullptr;     // null: no sink gradient; f32 [h_q], dsink_stride apart
 
-  // Workspace chunks, dense, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m).
+  // Workspace chunks, rows padded to whole query tiles (s_q_pad = num_m_blocks * block_m), dense
+  // or, for a ragged query side, packed (ws_row).
   // "dq_accum": f32, one block_m x dq_ld tile per (b, h_q, query tile), each stored
   // in the main kernel's thread order (bwd_dq_accum.cuh); zeroed by preprocess.
   float* dq_accum = nullptr;
@@ -79,6 +81,22 @@ struct BwdParams {
   // Ragged sides (DESIGN 2.1), read only by the serving instantiations (kServing); last, so that
   // the dense kernels' parameter offsets stay as they were.
   kernels::ServingRows serve;
+  // A ragged query side packs the per-row workspace chunks (dq_accum, lse_log2, delta) by head:
+  // batch b's query tiles start at tile q0 / block_m + b of its head's ws_tiles = total_q /
+  // block_m + b tiles (q0: its slot's first token), so that they are sized by the packed total,
+  // not by b times the envelope, and no two slots' tiles meet (ws_row below).
+  bool ws_packed = false;
+  int64_t ws_tiles = 0;
+
+  // The first workspace row of the query tile at row m0 (a multiple of kBlockM) of batch b, head
+  // h; q0 is the batch's first query token (ragged; 0 when dense).
+  template <int kBlockM, bool kServing>
+  FLOE_HD int64_t ws_row(int b, int h, int64_t q0, int m0) const {
+    if constexpr (kServing) {
+      if (ws_packed) return (h * ws_tiles + q0 / kBlockM + b) * kBlockM + m0;
+    }
+    return (static_cast<int64_t>(b) * h_q + h) * s_q_pad + m0;
+  }
 
   // The bias is read with 16-byte loads (its tile staged in shared memory): its strides allow
   // it (plan time) and its pointer is 16-byte aligned (set per launch).

@@ -91,23 +91,33 @@ BwdParams make_bwd_params(const Facts& f, const BwdChoice& c) {
   p.dq_ld = shape.d_qk;
   p.deterministic = f.deterministic;
   if (f.serving()) p.serve = make_serving_rows(f, shape.block_n);
+  if (f.ragged_q) {
+    p.ws_packed = true;
+    p.ws_tiles = f.total_q / shape.block_m + f.b;
+  }
   p.heads_inner = dbias_summed(f, p) && p.bias_h == 1 && p.group > 1;
   p.bias_vec = bias_strides_allow_vec(f, shape.block_m);
   p.dbias_vec = bias_strides_allow_vec(f, shape.block_m, TensorId::dbias);
   return p;
 }
 
-// Every temporary is a named chunk: O(B * H * S * D), the fp32 dQ accumulator, the dense LSE
-// (log2 units) and Delta, and in deterministic mode one semaphore per query tile; with a
-// broadcast bias gradient, an fp32 partial sum of the bias's shape over whole tiles (twice the
-// bytes of a 2-byte dBias) and one semaphore per tile of it.
-void add_bwd_workspace(const Facts& f, const BwdParams& p, int block_n, WorkspaceLayout& ws) {
+// Every temporary is a named chunk: O(B * H * S * D) (O(H * (Tq + B * block_m) * D) for a
+// ragged query side, whose rows are packed: bwd_params.h's ws_row), the fp32 dQ accumulator,
+// the LSE (log2 units) and Delta per row, and in deterministic mode one semaphore per query
+// tile; with a broadcast bias gradient, an fp32 partial sum of the bias's shape over whole tiles
+// (twice the bytes of a 2-byte dBias) and one semaphore per tile of it.
+void add_bwd_workspace(const Facts& f, const BwdParams& p, int block_m, int block_n,
+                       WorkspaceLayout& ws) {
   // Saturating products: a size that overflows makes the plan's total overflow, which
   // Plan::build refuses, instead of wrapping to a small workspace.
   const int64_t f32 = sizeof(float);
-  ws.add(kDqAccumChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, p.dq_ld, f32}));
-  ws.add(kLseChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, f32}));
-  ws.add(kDeltaChunk, saturating_bytes({f.b, f.h_q, p.s_q_pad, f32}));
+  // (A saturated row count turns negative here, which saturates the products below.)
+  const auto rows =
+      static_cast<int64_t>(p.ws_packed ? saturating_bytes({f.h_q, p.ws_tiles, block_m})
+                                       : saturating_bytes({f.b, f.h_q, p.s_q_pad}));
+  ws.add(kDqAccumChunk, saturating_bytes({rows, p.dq_ld, f32}));
+  ws.add(kLseChunk, saturating_bytes({rows, f32}));
+  ws.add(kDeltaChunk, saturating_bytes({rows, f32}));
   if (f.deterministic) {
     ws.add(kDqSemaphoreChunk,
            saturating_bytes({f.b, f.h_q, p.num_m_blocks, int64_t{sizeof(int32_t)}}));
@@ -180,7 +190,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       kEngine, [&](BwdChoice* out) { return choose_backward(facts, target, out); });
   if (!c) return c.status();
   const BwdParams params = make_bwd_params(facts, *c);
-  add_bwd_workspace(facts, params, bwd_tile_shape(c->tile).block_n, workspace);
+  add_bwd_workspace(facts, params, bwd_tile_shape(c->tile).block_m, bwd_tile_shape(c->tile).block_n,
+                    workspace);
   BwdGrids grids;
   grids.query_tiles =
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
