@@ -131,19 +131,20 @@ TEST(DecodePlan, SplitPartialsAreNamedChunksSizedFromTheEnvelope) {
   ASSERT_NE(o, nullptr);
   ASSERT_NE(lse, nullptr);
   // [rows, h_q, s_q, d_v] and [rows, h_q, s_q] f32, the same row count (b * (the envelope's
-  // splits + 1): the device lengths choose the splits), and the schedule, int32 [b][2].
+  // splits + 1): the device lengths choose the splits), and the arrival counters, int32 per
+  // (batch, kv head, row tile).
   ASSERT_EQ(o->bytes % (32 * 128 * 4), 0u);
   const size_t slots = o->bytes / (32 * 128 * 4);
   EXPECT_GT(slots, 8u);
   EXPECT_EQ(lse->bytes, slots * 32 * 4);
-  const WorkspaceChunk* sched = chunk(*plan, "decode_schedule");
-  ASSERT_NE(sched, nullptr);
-  EXPECT_EQ(sched->bytes, 8u);
+  const WorkspaceChunk* arrivals = chunk(*plan, "decode_arrivals");
+  ASSERT_NE(arrivals, nullptr);
+  EXPECT_EQ(arrivals->bytes, 8u * 4u);
   EXPECT_NE(plan->explain().find(std::to_string(slots - 1) + " CTAs a unit, " +
                                  std::to_string(slots) + " partial rows"),
             std::string::npos)
       << plan->explain();
-  for (const WorkspaceChunk* c : {o, lse, sched}) {
+  for (const WorkspaceChunk* c : {o, lse, arrivals}) {
     EXPECT_EQ(c->offset % kWorkspaceAlignment, 0u);
     EXPECT_GE(plan->workspace_bytes(), c->offset + c->bytes);
   }

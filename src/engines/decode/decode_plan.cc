@@ -134,41 +134,29 @@ std::string decline_reason(const Facts& f, const Target& target) {
 
 Params make_params(const Facts& f, const Target& target) {
   Params p;
-  const auto strides = [&](TensorId id, int64_t* out, int n) {
-    if (!f.has(id)) return;
-    for (int i = 0; i < n && i < f.t(id).rank; ++i) out[i] = f.t(id).strides[i];
+  // A tensor's [b, h, s] strides: as declared, or for a ragged side [T, H, D] (stats [T, H])
+  // {0, head, token}, or for the paged K and V [page, row, head, d] {page, head, row}.
+  const auto strides = [&](TensorId id, bool ragged) -> kernels::Strides3 {
+    if (!f.has(id)) return {};
+    const auto& s = f.t(id).strides;
+    if (ragged) return {0, s[1], s[0]};
+    if (f.paged_kv && (id == TensorId::k || id == TensorId::v)) return {s[0], s[2], s[1]};
+    return {s[0], s[1], s[2]};
   };
-  // A ragged side [T, H, D] (stats [T, H]) as [B, H, S, D] with a zero batch stride.
-  const auto ragged = [&](TensorId id, int64_t* out) {
-    if (!f.has(id)) return;
-    const TensorDesc& d = f.t(id);
-    out[0] = 0;
-    out[1] = d.strides[1];
-    out[2] = d.strides[0];
-    if (d.rank > 2) out[3] = d.strides[2];
-  };
+  const auto d_stride = [&](TensorId id) { return f.t(id).strides[f.t(id).rank - 1]; };
   p.ragged_q = f.ragged_q;
   p.ragged_kv = f.ragged_kv;
   p.paged_kv = f.paged_kv;
-  if (f.ragged_q) {
-    ragged(TensorId::q, p.q_s);
-    ragged(TensorId::o, p.o_s);
-    ragged(TensorId::stats, p.stats_s);
-  } else {
-    strides(TensorId::q, p.q_s, 4);
-    strides(TensorId::o, p.o_s, 4);
-    strides(TensorId::stats, p.stats_s, 3);
-  }
-  if (f.ragged_kv) {
-    ragged(TensorId::k, p.k_s);
-    ragged(TensorId::v, p.v_s);
-  } else {
-    strides(TensorId::k, p.k_s, 4);
-    strides(TensorId::v, p.v_s, 4);
-  }
-  if (f.has(TensorId::sink)) p.sink_s = f.t(TensorId::sink).strides[0];
-  if (f.has(TensorId::seq_len_q)) p.seq_len_q_s = f.t(TensorId::seq_len_q).strides[0];
-  if (f.has(TensorId::seq_len_kv)) p.seq_len_kv_s = f.t(TensorId::seq_len_kv).strides[0];
+  p.q_strides = strides(TensorId::q, f.ragged_q);
+  p.o_strides = strides(TensorId::o, f.ragged_q);
+  p.stats_strides = strides(TensorId::stats, f.ragged_q);
+  p.q_d_stride = d_stride(TensorId::q);
+  p.o_d_stride = d_stride(TensorId::o);
+  p.k_strides = strides(TensorId::k, f.ragged_kv);
+  p.v_strides = strides(TensorId::v, f.ragged_kv);
+  if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
+  if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
+  if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   if (f.ragged_q) p.rq = ragged_side(f, /*query=*/true);
   if (f.ragged_kv) p.rkv = ragged_side(f, /*query=*/false);
   if (f.paged_kv) {
@@ -198,9 +186,12 @@ void add_workspace(const Facts& f, const Params& p, WorkspaceLayout& workspace) 
   workspace.add(kPartialOChunk,
                 saturating_bytes({rows, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
   workspace.add(kPartialLseChunk, saturating_bytes({rows, f.h_q, f.s_q, int64_t{sizeof(float)}}));
-  if (p.split_tokens == 0) {
-    workspace.add(kScheduleChunk, saturating_bytes({f.b, 2, int64_t{sizeof(int32_t)}}));
-  }
+  workspace.add(kArrivalsChunk, arrivals_bytes(p));
+}
+
+size_t arrivals_bytes(const Params& p) {
+  return saturating_bytes(
+      {int64_t{p.b}, int64_t{p.h_kv}, int64_t{p.m_tiles}, int64_t{sizeof(int32_t)}});
 }
 
 }  // namespace floe::detail::decode
