@@ -174,8 +174,8 @@ TEST(DecodePlan, SplitTokensFixesTheSplitsWhateverTheBatch) {
   }
 }
 
-// d128's pipeline: three stages (2 CTAs an SM) for grids of few waves, two (3 CTAs an SM) for
-// grids of many, and two where three do not fit (sm_86/sm_89: 99 KB a block).
+// d128's pipeline: three stages (2 CTAs an SM) for grids of few waves or of long CTAs, two (3 CTAs
+// an SM) for grids of many short ones, and two where three do not fit (sm_86/sm_89: 99 KB a block).
 TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
   const auto stages_of = [](const Problem& p, const Target& t) {
     Result<Plan> plan = Plan::build(p, t);
@@ -186,8 +186,14 @@ TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
            : e.find("3 stages") != std::string::npos ? 3
                                                      : 0;
   };
-  EXPECT_EQ(stages_of(paged_decode(64, 8192), Target::cuda_arch(90)), 3);    // 512 CTAs
-  EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 2);  // 1024 CTAs
+  EXPECT_EQ(stages_of(paged_decode(64, 8192), Target::cuda_arch(90)), 3);  // 512 CTAs
+  // 1024 CTAs of 256 tiles: long CTAs keep the deeper pipeline.
+  EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 3);
+  // 1024 CTAs of 8 tiles; split1024 B 64 S 8k: 4096 CTAs of 16 tiles.
+  EXPECT_EQ(stages_of(paged_decode(128, 512), Target::cuda_arch(90)), 2);
+  Problem invariant = paged_decode(64, 8192);
+  invariant.set_split_tokens(1024);
+  EXPECT_EQ(stages_of(invariant, Target::cuda_arch(90)), 2);
   EXPECT_EQ(stages_of(paged_decode(1, 32768), Target::cuda_arch(90)), 3);
   EXPECT_EQ(stages_of(paged_decode(2, 1024), Target::cuda_arch(86)), 2);
 }

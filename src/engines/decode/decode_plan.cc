@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kMinSplitTiles = 2;  // a split below 128 keys costs more to merge than it saves
 constexpr int64_t kMaxSplits = 128;
+// d128: a grid's CTAs of at most this many key tiles may take the two-stage pipeline.
+constexpr int64_t kShortCtaTiles = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -71,10 +73,12 @@ int64_t pick_splits(const Facts& f, const Target& target) {
   return 1;
 }
 
-// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them, three (2 CTAs an SM,
-// a deeper pipeline each) below. Measured on the H200 (docs/perf.md): two stages win where the
-// grid runs many waves (B 128 S 16k: 4.21 against 3.99 TB/s), three where it runs one or two
-// (B 64 S 8k: 3.92 against 3.53), when the last wave's tail costs more than occupancy gains.
+// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them whose CTAs are short
+// (at most kShortCtaTiles key tiles at the envelope), three (2 CTAs an SM, a deeper pipeline
+// each) otherwise. Measured on the H200 (docs/perf.md, session 9): two stages win where many
+// short CTAs follow one another (split1024 B 64 S 8k, 16 tiles a CTA: 0.544 against 0.595 ms),
+// three where the CTAs are long (B 128 S 16k, 256 tiles a CTA: 1.942 against 2.011 ms, since
+// the table ring) or the grid runs one or two waves (B 64 S 8k: 0.499 against 0.651 ms).
 int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
   if (f.d_qk != 128) return 0;
   if (attention_smem_bytes(128, 3) > target.smem_per_block_optin) return 2;  // sm_86, sm_89
@@ -83,7 +87,12 @@ int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
   const int64_t per = std::clamp<int64_t>(static_cast<int64_t>(per_sm / smem), 1, 3);
   if (per < 3) return 3;
   const double ctas = static_cast<double>(f.b * f.h_kv * m_tiles_of(f) * max_splits);
-  return ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per) ? 2 : 3;
+  // A CTA's tiles at the envelope: a split of split_tokens keys, or a dynamic chunk of
+  // ceil(tiles / max_splits) (uniform lengths at the envelope).
+  const int64_t keys = f.split_tokens > 0 ? std::min(f.split_tokens, f.s_kv) : f.s_kv;
+  const int64_t tiles = ceil_div(ceil_div(keys, kBlockN), f.split_tokens > 0 ? 1 : max_splits);
+  const bool many_waves = ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per);
+  return many_waves && tiles <= kShortCtaTiles ? 2 : 3;
 }
 
 }  // namespace
