@@ -38,7 +38,7 @@ namespace {
 using kernels::kLn2;
 using kernels::kLog2e;
 
-// ---- Per-batch geometry, one definition for the attention and the combine kernels. ----------
+// ---- Per-batch geometry, one definition for the pieces and the merge. -----------------------
 
 struct Batch {
   int sq = 0;      // valid queries
@@ -315,7 +315,7 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   int32_t* ring = reinterpret_cast<int32_t*>(red + 2 * 4 * kBlockM);  // [kRing][kEntries]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  if (!direct && lo >= hi) return;  // the combine skips this split
+  if (!direct && lo >= hi) return;  // the merge skips this split
 
   // Q: the 16 packed rows, any strides (tiny next to K and V), zero past the valid rows.
   for (int e = tid; e < kBlockM * kChunks; e += kThreads) {
@@ -554,7 +554,7 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   for (int w = 0; w < 4; ++w) {
     L += red_l[w * kBlockM + r] * kernels::fast_exp2(red_m[w * kBlockM + r] - m_safe);
   }
-  // Fold in the sink (direct only; the combine does it for split batches). NaN must survive to
+  // Fold in the sink (direct only; the merge does it for split batches). NaN must survive to
   // O and stats: the max is a compare that keeps a NaN sink, and a NaN score shows as L = NaN.
   const float sink2 = direct && p.has_sink ? p.sink[hq * p.sink_stride] * kLog2e : -INFINITY;
   const float M2 = M > sink2 ? M : sink2;

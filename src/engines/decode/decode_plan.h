@@ -21,7 +21,7 @@ std::string decline_reason(const Facts& facts, const Target& target);
 // Kernel arguments (pointers left null), max_splits included, for an accepted problem.
 Params make_params(const Facts& facts, const Target& target);
 
-// Whether the plan's launches go through the partials and the combine.
+// Whether the plan's launches may go through the partials and the merge (and zero the counters).
 bool uses_partials(const Params& params);
 
 // The partial chunks and the arrival counters, when the plan may split.
