@@ -171,7 +171,18 @@ TEST(DecodePlan, SplitTokensFixesTheSplitsWhateverTheBatch) {
     const WorkspaceChunk* lse = chunk(*plan, "decode_partial_lse");
     ASSERT_NE(lse, nullptr);
     EXPECT_EQ(lse->bytes, static_cast<size_t>(9 * b * 32 * 4));  // ceil(8192 / 1000) = 9 splits
+    // One arrival counter per (batch, kv head, row tile), which the execute zeroes.
+    const WorkspaceChunk* arrivals = chunk(*plan, "decode_arrivals");
+    ASSERT_NE(arrivals, nullptr);
+    EXPECT_EQ(arrivals->bytes, static_cast<size_t>(b * 8 * 4));
   }
+  // One split: every sequence is written directly, no partials and no counters.
+  Problem one = paged_decode(4, 8192);
+  one.set_split_tokens(8192);
+  Result<Plan> plan = Plan::build(one, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->workspace_bytes(), 0u);
+  EXPECT_EQ(chunk(*plan, "decode_arrivals"), nullptr);
 }
 
 // d128's pipeline: three stages (2 CTAs an SM) for grids of few waves or of long CTAs, two (3 CTAs
