@@ -131,19 +131,20 @@ TEST(DecodePlan, SplitPartialsAreNamedChunksSizedFromTheEnvelope) {
   ASSERT_NE(o, nullptr);
   ASSERT_NE(lse, nullptr);
   // [rows, h_q, s_q, d_v] and [rows, h_q, s_q] f32, the same row count (b * (the envelope's
-  // splits + 1): the device lengths choose the splits), and the schedule, int32 [b][2].
+  // splits + 1): the device lengths choose the splits), and the arrival counters, int32 per
+  // (batch, kv head, row tile).
   ASSERT_EQ(o->bytes % (32 * 128 * 4), 0u);
   const size_t slots = o->bytes / (32 * 128 * 4);
   EXPECT_GT(slots, 8u);
   EXPECT_EQ(lse->bytes, slots * 32 * 4);
-  const WorkspaceChunk* sched = chunk(*plan, "decode_schedule");
-  ASSERT_NE(sched, nullptr);
-  EXPECT_EQ(sched->bytes, 8u);
+  const WorkspaceChunk* arrivals = chunk(*plan, "decode_arrivals");
+  ASSERT_NE(arrivals, nullptr);
+  EXPECT_EQ(arrivals->bytes, 8u * 4u);
   EXPECT_NE(plan->explain().find(std::to_string(slots - 1) + " CTAs a unit, " +
                                  std::to_string(slots) + " partial rows"),
             std::string::npos)
       << plan->explain();
-  for (const WorkspaceChunk* c : {o, lse, sched}) {
+  for (const WorkspaceChunk* c : {o, lse, arrivals}) {
     EXPECT_EQ(c->offset % kWorkspaceAlignment, 0u);
     EXPECT_GE(plan->workspace_bytes(), c->offset + c->bytes);
   }
@@ -170,11 +171,22 @@ TEST(DecodePlan, SplitTokensFixesTheSplitsWhateverTheBatch) {
     const WorkspaceChunk* lse = chunk(*plan, "decode_partial_lse");
     ASSERT_NE(lse, nullptr);
     EXPECT_EQ(lse->bytes, static_cast<size_t>(9 * b * 32 * 4));  // ceil(8192 / 1000) = 9 splits
+    // One arrival counter per (batch, kv head, row tile), which the execute zeroes.
+    const WorkspaceChunk* arrivals = chunk(*plan, "decode_arrivals");
+    ASSERT_NE(arrivals, nullptr);
+    EXPECT_EQ(arrivals->bytes, static_cast<size_t>(b * 8 * 4));
   }
+  // One split: every sequence is written directly, no partials and no counters.
+  Problem one = paged_decode(4, 8192);
+  one.set_split_tokens(8192);
+  Result<Plan> plan = Plan::build(one, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->workspace_bytes(), 0u);
+  EXPECT_EQ(chunk(*plan, "decode_arrivals"), nullptr);
 }
 
-// d128's pipeline: three stages (2 CTAs an SM) for grids of few waves, two (3 CTAs an SM) for
-// grids of many, and two where three do not fit (sm_86/sm_89: 99 KB a block).
+// d128's pipeline: three stages (2 CTAs an SM) for grids of few waves or of long CTAs, two (3 CTAs
+// an SM) for grids of many short ones, and two where three do not fit (sm_86/sm_89: 99 KB a block).
 TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
   const auto stages_of = [](const Problem& p, const Target& t) {
     Result<Plan> plan = Plan::build(p, t);
@@ -185,8 +197,14 @@ TEST(DecodePlan, PipelineDepthFollowsTheGridAndThePart) {
            : e.find("3 stages") != std::string::npos ? 3
                                                      : 0;
   };
-  EXPECT_EQ(stages_of(paged_decode(64, 8192), Target::cuda_arch(90)), 3);    // 512 CTAs
-  EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 2);  // 1024 CTAs
+  EXPECT_EQ(stages_of(paged_decode(64, 8192), Target::cuda_arch(90)), 3);  // 512 CTAs
+  // 1024 CTAs of 256 tiles: long CTAs keep the deeper pipeline.
+  EXPECT_EQ(stages_of(paged_decode(128, 16384), Target::cuda_arch(90)), 3);
+  // 1024 CTAs of 8 tiles; split1024 B 64 S 8k: 4096 CTAs of 16 tiles.
+  EXPECT_EQ(stages_of(paged_decode(128, 512), Target::cuda_arch(90)), 2);
+  Problem invariant = paged_decode(64, 8192);
+  invariant.set_split_tokens(1024);
+  EXPECT_EQ(stages_of(invariant, Target::cuda_arch(90)), 2);
   EXPECT_EQ(stages_of(paged_decode(1, 32768), Target::cuda_arch(90)), 3);
   EXPECT_EQ(stages_of(paged_decode(2, 1024), Target::cuda_arch(86)), 2);
 }

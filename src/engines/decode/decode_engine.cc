@@ -23,19 +23,18 @@ class DecodeLaunchPlan final : public LaunchPlan {
     p.o = args.get(TensorId::o);
     p.stats = static_cast<float*>(args.get(TensorId::stats));
     p.sink = static_cast<const float*>(args.get(TensorId::sink));
-    p.seq_len_q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
-    p.seq_len_kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
+    p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
     p.rq.offsets = args.get(TensorId::offsets_q);
-    p.rq.seq_len = p.seq_len_q;
+    p.rq.seq_len = p.lens.q;
     p.rkv.offsets = args.get(TensorId::offsets_kv);
-    p.rkv.seq_len = p.seq_len_kv;
+    p.rkv.seq_len = p.lens.kv;
     p.pages.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
     if (decode::uses_partials(p)) {
       p.partial_o = ws.carve<float>(decode::kPartialOChunk);
       p.partial_lse = ws.carve<float>(decode::kPartialLseChunk);
-      if (p.split_tokens == 0) p.schedule = ws.carve<int32_t>(decode::kScheduleChunk);
-      if (p.partial_o == nullptr || p.partial_lse == nullptr ||
-          (p.split_tokens == 0 && p.schedule == nullptr)) {
+      p.arrivals = ws.carve<int32_t>(decode::kArrivalsChunk);
+      if (p.partial_o == nullptr || p.partial_lse == nullptr || p.arrivals == nullptr) {
         return Status(Code::internal, "decode: the plan has no split partial chunks");
       }
     }

@@ -14,9 +14,11 @@
 // its chunk's pieces, with no host read, so one captured graph serves every length vector of
 // the envelope and a skewed batch spreads its longest sequence over many CTAs. Batch-invariant:
 // splits at multiples of split_tokens. A batch that needs one split is written directly by that
-// CTA; the others write fp32 partials (O normalised, lse) into the workspace and the combine kernel
-// merges them in key order (kernels/lse_merge.h), then folds in the sink. Every order is fixed:
-// results are bitwise deterministic for the same lengths.
+// CTA; the others write fp32 partials (O normalised, lse) into the workspace and count their
+// arrival on the unit's counter; the CTA that arrives last merges them in key order
+// (kernels/lse_merge.h) and folds in the sink, so no second kernel runs after the grid. Every
+// order is fixed (the merge does not depend on which CTA runs it): results are bitwise
+// deterministic for the same lengths.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -36,7 +38,7 @@ namespace {
 using kernels::kLn2;
 using kernels::kLog2e;
 
-// ---- Per-batch geometry, one definition for the attention and the combine kernels. ----------
+// ---- Per-batch geometry, one definition for the pieces and the merge. -----------------------
 
 struct Batch {
   int sq = 0;      // valid queries
@@ -63,7 +65,7 @@ __device__ Batch batch_of(const Params& p, int b) {
     t.sq = static_cast<int>(s.len);
     t.q_rows = static_cast<int>(min(s.end - s.start, static_cast<int64_t>(p.s_q)));
   } else {
-    t.sq = p.seq_len_q ? clamp_int(__ldg(p.seq_len_q + b * p.seq_len_q_s), 0, p.s_q) : p.s_q;
+    t.sq = p.lens.q_len(b, p.s_q);
     t.q_rows = p.s_q;
   }
   if (p.ragged_kv) {
@@ -71,7 +73,7 @@ __device__ Batch batch_of(const Params& p, int b) {
     t.kv0 = s.start;
     t.skv = static_cast<int>(s.len);
   } else {
-    t.skv = p.seq_len_kv ? clamp_int(__ldg(p.seq_len_kv + b * p.seq_len_kv_s), 0, p.s_kv) : p.s_kv;
+    t.skv = p.lens.kv_len(b, p.s_kv);
   }
   t.off = static_cast<int>(p.band.offset(t.sq, t.skv));
   if (t.sq > 0) {
@@ -118,9 +120,8 @@ struct Chunk {
   int64_t last = 0;  // the last CTA with work
 };
 
-// CTA c's chunk; `publish`: also writes every batch's span to p.schedule for the combine.
-// Block-wide (every thread calls it); scratch: 12 int64 of shared memory.
-__device__ Chunk schedule_chunk(const Params& p, int c, bool publish, long long* scratch) {
+// CTA c's chunk. Block-wide (every thread calls it); scratch: 12 int64 of shared memory.
+__device__ Chunk schedule_chunk(const Params& p, int c, long long* scratch) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   constexpr int kWarps = kThreads / 32;
   const int64_t ctas = p.slots - p.b;  // b * max_splits >= 1, the grid's CTAs a unit
@@ -161,7 +162,6 @@ __device__ Chunk schedule_chunk(const Params& p, int c, bool publish, long long*
   for (int b = b0; b < b1; ++b) {
     const int64_t nt = batch_of(p, b).tiles;
     const Span sp = span_of(at, nt, ch.quota, ch.last);
-    if (publish) reinterpret_cast<int2*>(p.schedule)[b] = make_int2(sp.first, sp.last);
     if (sp.first <= c && c <= sp.last) {
       if (prev_last < c) {  // c's first batch: one thread writes it
         scratch[2 * kWarps] = b;
@@ -315,7 +315,7 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   int32_t* ring = reinterpret_cast<int32_t*>(red + 2 * 4 * kBlockM);  // [kRing][kEntries]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  if (!direct && lo >= hi) return;  // the combine skips this split
+  if (!direct && lo >= hi) return;  // the merge skips this split
 
   // Q: the 16 packed rows, any strides (tiny next to K and V), zero past the valid rows.
   for (int e = tid; e < kBlockM * kChunks; e += kThreads) {
@@ -323,12 +323,13 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
     const int pr = mt * kBlockM + r, i = pr / p.group, hq = h * p.group + pr % p.group;
     uint32_t w[4] = {0, 0, 0, 0};
     if (i < bt.sq) {
-      const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_s[0] + hq * p.q_s[1] +
-                          (bt.q0 + i) * p.q_s[2] + c * 8 * p.q_s[3];
+      const int64_t qd = p.q_d_stride;
+      const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_strides.b +
+                          hq * p.q_strides.h + (bt.q0 + i) * p.q_strides.s + c * 8 * qd;
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        w[x] = static_cast<uint32_t>(q[2 * x * p.q_s[3]]) |
-               (static_cast<uint32_t>(q[(2 * x + 1) * p.q_s[3]]) << 16);
+        w[x] = static_cast<uint32_t>(q[2 * x * qd]) |
+               (static_cast<uint32_t>(q[(2 * x + 1) * qd]) << 16);
       }
     }
     *reinterpret_cast<uint4*>(sq + swz<kD>(r, c)) = make_uint4(w[0], w[1], w[2], w[3]);
@@ -351,11 +352,11 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k);
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v);
   if constexpr (kPaged) {
-    kbase += h * p.k_s[2];
-    vbase += h * p.v_s[2];
+    kbase += h * p.k_strides.h;
+    vbase += h * p.v_strides.h;
   } else {
-    kbase += b * p.k_s[0] + h * p.k_s[1] + bt.kv0 * p.k_s[2];
-    vbase += b * p.v_s[0] + h * p.v_s[1] + bt.kv0 * p.v_s[2];
+    kbase += b * p.k_strides.b + h * p.k_strides.h + bt.kv0 * p.k_strides.s;
+    vbase += b * p.v_strides.b + h * p.v_strides.h + bt.kv0 * p.v_strides.s;
   }
   const int ld_chunk = tid % kChunks, ld_row = tid / kChunks;
   constexpr int kPasses = kBlockN / kRowsPerPass;
@@ -393,11 +394,11 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
           const int64_t pg =
               page < 0 ? 0 : (page >= p.pages.num_pages ? p.pages.num_pages - 1 : page);
           const int64_t r = j & ((1 << p.page_shift) - 1);
-          ks += pg * p.k_s[0] + r * p.k_s[1] + ld_chunk * 8;
-          vs += pg * p.v_s[0] + r * p.v_s[1] + ld_chunk * 8;
+          ks += pg * p.k_strides.b + r * p.k_strides.s + ld_chunk * 8;
+          vs += pg * p.v_strides.b + r * p.v_strides.s + ld_chunk * 8;
         } else {
-          ks += j * p.k_s[2] + ld_chunk * 8;
-          vs += j * p.v_s[2] + ld_chunk * 8;
+          ks += j * p.k_strides.s + ld_chunk * 8;
+          vs += j * p.v_strides.s + ld_chunk * 8;
         }
       }
       cp_async16(dk + swz<kD>(row, ld_chunk), ks, ok);
@@ -553,9 +554,9 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   for (int w = 0; w < 4; ++w) {
     L += red_l[w * kBlockM + r] * kernels::fast_exp2(red_m[w * kBlockM + r] - m_safe);
   }
-  // Fold in the sink (direct only; the combine does it for split batches). NaN must survive to
+  // Fold in the sink (direct only; the merge does it for split batches). NaN must survive to
   // O and stats: the max is a compare that keeps a NaN sink, and a NaN score shows as L = NaN.
-  const float sink2 = direct && p.has_sink ? p.sink[hq * p.sink_s] * kLog2e : -INFINITY;
+  const float sink2 = direct && p.has_sink ? p.sink[hq * p.sink_stride] * kLog2e : -INFINITY;
   const float M2 = M > sink2 ? M : sink2;
   float factor = 0.f, lse = -INFINITY;
   const bool valid = i < bt.sq;
@@ -575,12 +576,13 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
     acc[c] = valid ? v * factor : 0.f;  // a select: 0 * a NaN that V brought in is NaN
   }
   if (direct) {
-    uint16_t* o_row =
-        static_cast<uint16_t*>(p.o) + b * p.o_s[0] + hq * p.o_s[1] + (bt.q0 + i) * p.o_s[2];
+    uint16_t* o_row = static_cast<uint16_t*>(p.o) + b * p.o_strides.b + hq * p.o_strides.h +
+                      (bt.q0 + i) * p.o_strides.s;
 #pragma unroll
-    for (int c = 0; c < kD / 8; ++c) o_row[(c0 + c) * p.o_s[3]] = from_float<T>(acc[c]);
+    for (int c = 0; c < kD / 8; ++c) o_row[(c0 + c) * p.o_d_stride] = from_float<T>(acc[c]);
     if (p.has_stats && tid % 8 == 0) {
-      p.stats[b * p.stats_s[0] + hq * p.stats_s[1] + (bt.q0 + i) * p.stats_s[2]] = lse;
+      p.stats[b * p.stats_strides.b + hq * p.stats_strides.h + (bt.q0 + i) * p.stats_strides.s] =
+          lse;
     }
   } else {
     const int64_t row = (prow * p.h_q + hq) * p.s_q + i;
@@ -593,80 +595,16 @@ __device__ __forceinline__ void attend_piece(const Params& p, int mt, int h, int
   }
 }
 
-template <class T, int kD, bool kPaged, int kStagesT = Smem<kD>::kStages>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
-  using S = Smem<kD, kStagesT>;
-  extern __shared__ __align__(128) uint16_t smem[];
-  // The schedule's scratch: the merge area, free until a piece's end.
-  long long* scratch =
-      reinterpret_cast<long long*>(smem + kBlockM * kD + 2 * S::kStages * S::kTile);
+// ---- The merge: one warp a row (b, hq, i) of a batch that took `count` splits. -------------
 
-  int64_t bid = blockIdx.x;
-  const int mt = static_cast<int>(bid % p.m_tiles);
-  bid /= p.m_tiles;
-  const int h = static_cast<int>(bid % p.h_kv);
-  bid /= p.h_kv;
-  if (p.split_tokens > 0) {
-    const int split = static_cast<int>(bid % p.max_splits);
-    const int b = static_cast<int>(bid / p.max_splits);
-    const Batch bt = batch_of(p, b);
-    const bool direct = bt.count <= 1;
-    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
-    int lo, hi;
-    split_range(p, bt, split, lo, hi);
-    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi,
-                                          static_cast<int64_t>(split) * p.b + b, bt, direct);
-    return;
-  }
-  // Dynamic: this CTA's chunk of quota tiles along the batches, one piece a batch it overlaps.
-  const int c = static_cast<int>(bid);
-  const Chunk ch = schedule_chunk(p, c, blockIdx.x == 0, scratch);
-  if (ch.b_lo < 0) return;  // past the last chunk (the same for the whole block)
-  int64_t at = ch.at;
-  for (int b = ch.b_lo; b <= ch.b_hi; ++b) {
-    if (b > ch.b_lo) __syncthreads();  // the previous piece's shared memory is read
-    const Batch bt = batch_of(p, b);
-    const Span sp = span_of(at, bt.tiles, ch.quota, ch.last);
-    // This chunk's tiles of the batch, as keys.
-    const int64_t c0 = c * ch.quota, c1 = c0 + ch.quota, end = at + bt.tiles;
-    const int64_t t_lo = (c0 > at ? c0 : at) - at, t_hi = (c1 < end ? c1 : end) - at;
-    const int t0 = bt.kb / kBlockN;
-    const int lo = max(bt.kb, static_cast<int>(t0 + t_lo) * kBlockN);
-    const int hi = min(bt.ke, static_cast<int>(t0 + t_hi) * kBlockN);
-    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi, static_cast<int64_t>(b) + c, bt,
-                                          sp.first == sp.last);
-    at += bt.tiles;
-  }
-}
-
-// ---- The combine: one warp a row (b, h_q, i < s_q) of a batch that took several splits. ------
-
-template <class T, int kD>
-__global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p) {
+// Merges the row's partials in split order (prow_of(s): split s's partial row) into O and
+// stats, then folds in the sink; a row past the batch's valid queries gets O = 0, stats = -inf.
+// The partials come from other CTAs: read through L2 (ld.global.cg), after the arrival fence.
+template <class T, int kD, class RowOf>
+__device__ __forceinline__ void merge_row(const Params& p, const Batch& bt, int b, int hq, int i,
+                                          int count, RowOf prow_of) {
   constexpr int kPer = kD / 32;  // columns a lane
   const int lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineRows + threadIdx.x / 32;
-  if (row >= static_cast<int64_t>(p.b) * p.h_q * p.s_q) return;
-  const int i = static_cast<int>(row % p.s_q);
-  const int hq = static_cast<int>(row / p.s_q % p.h_q);
-  const int b = static_cast<int>(row / p.s_q / p.h_q);
-  const Batch bt = batch_of(p, b);
-  // The batch's partial rows in key order: split * b + batch (batch-invariant), or batch + CTA
-  // for the CTAs first .. last of its span (dynamic).
-  int count, first = 0;
-  if (p.split_tokens > 0) {
-    count = bt.count;
-  } else {
-    const int2 sp = reinterpret_cast<const int2*>(p.schedule)[b];
-    first = sp.x;
-    count = sp.y - sp.x + 1;
-  }
-  if (count <= 1 || i >= bt.q_rows) return;  // written by the attention kernel, or not ours
-  const auto prow_of = [&](int s) -> int64_t {
-    if (p.split_tokens > 0) return static_cast<int64_t>(bt.first + s) * p.b + b;
-    return static_cast<int64_t>(b) + first + s;
-  };
-
   float acc[kPer];
 #pragma unroll
   for (int c = 0; c < kPer; ++c) acc[c] = 0.f;
@@ -675,7 +613,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
     const auto row_of = [&](int s) { return (prow_of(s) * p.h_q + hq) * p.s_q + i; };
     // Pass 1, a split a lane: the largest lse (and whether one is NaN) over the warp.
     kernels::LseMerge<float> merge;
-    for (int s = lane; s < count; s += 32) merge.see(p.partial_lse[row_of(s)]);
+    for (int s = lane; s < count; s += 32) merge.see(__ldcg(p.partial_lse + row_of(s)));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       merge.max = fmaxf(merge.max, __shfl_xor_sync(0xffffffffu, merge.max, o));
@@ -689,7 +627,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
       float w = 0.f;
       bool use = false;
       if (c + lane < count) {
-        const float l = p.partial_lse[row_of(c + lane)];
+        const float l = __ldcg(p.partial_lse + row_of(c + lane));
         use = merge.contributes(l);
         w = use ? merge.weight(l) : 0.f;
       }
@@ -702,13 +640,13 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
         const float* po = p.partial_o + row_of(c + j) * kD + lane * kPer;
         sum = uj ? sum + wj : sum;
 #pragma unroll
-        for (int x = 0; x < kPer; ++x) acc[x] = uj ? fmaf(wj, po[x], acc[x]) : acc[x];
+        for (int x = 0; x < kPer; ++x) acc[x] = uj ? fmaf(wj, __ldcg(po + x), acc[x]) : acc[x];
       }
     }
     float factor = merge.factor(sum);
     lse = merge.lse(sum);
     if (p.has_sink) {  // one more term exp(sink) in the denominator; NaN survives as above
-      const float sink = p.sink[hq * p.sink_s];
+      const float sink = p.sink[hq * p.sink_stride];
       const float M2 = lse > sink ? lse : sink;
       if (M2 != -INFINITY || lse != lse) {
         const float keep = expf(lse - M2);
@@ -720,12 +658,93 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
 #pragma unroll
     for (int c = 0; c < kPer; ++c) acc[c] *= factor;
   }
-  uint16_t* o_row =
-      static_cast<uint16_t*>(p.o) + b * p.o_s[0] + hq * p.o_s[1] + (bt.q0 + i) * p.o_s[2];
+  uint16_t* o_row = static_cast<uint16_t*>(p.o) + b * p.o_strides.b + hq * p.o_strides.h +
+                    (bt.q0 + i) * p.o_strides.s;
 #pragma unroll
-  for (int c = 0; c < kPer; ++c) o_row[(lane * kPer + c) * p.o_s[3]] = from_float<T>(acc[c]);
+  for (int c = 0; c < kPer; ++c) {
+    o_row[(lane * kPer + c) * p.o_d_stride] = from_float<T>(acc[c]);
+  }
   if (p.has_stats && lane == 0) {
-    p.stats[b * p.stats_s[0] + hq * p.stats_s[1] + (bt.q0 + i) * p.stats_s[2]] = lse;
+    p.stats[b * p.stats_strides.b + hq * p.stats_strides.h + (bt.q0 + i) * p.stats_strides.s] = lse;
+  }
+}
+
+// After a split piece of unit (b, h, mt) wrote its partials: counts its arrival, and the piece
+// that arrives last (count in all) merges the unit's rows, a warp a row. Block-wide. The fence
+// before the count publishes this CTA's partials; the one after it orders the merge's reads
+// after every other piece's count (CUDA's threadFenceReduction pattern).
+template <class T, int kD, class RowOf>
+__device__ __forceinline__ void arrive(const Params& p, int mt, int h, int b, const Batch& bt,
+                                       int count, RowOf prow_of) {
+  __threadfence();
+  __syncthreads();
+  const int tid = threadIdx.x, warp = tid >> 5;
+  int* counter = p.arrivals + (static_cast<int64_t>(b) * p.h_kv + h) * p.m_tiles + mt;
+  bool last = false;
+  if (tid == 0) last = atomicAdd(counter, 1) == count - 1;
+  if (!__syncthreads_or(last)) return;
+  __threadfence();
+  for (int r = warp; r < kBlockM; r += kThreads / 32) {
+    const int pr = mt * kBlockM + r, i = pr / p.group, hq = h * p.group + pr % p.group;
+    if (i < bt.q_rows) merge_row<T, kD>(p, bt, b, hq, i, count, prow_of);
+  }
+}
+
+// kInvariant: the batch-invariant mode (split_tokens); else the dynamic schedule. One path a
+// kernel: each keeps its own registers and code, the main loop inlined once.
+// Two-stage d128 runs 3 CTAs an SM: at most 168 registers a thread (the merge alone asks more).
+template <class T, int kD, bool kPaged, int kStagesT, bool kInvariant>
+__global__ void __launch_bounds__(kThreads, kD == 128 && kStagesT == 2 ? 3 : 1)
+    decode_kernel(const Params p) {
+  int64_t bid = blockIdx.x;
+  const int mt = static_cast<int>(bid % p.m_tiles);
+  bid /= p.m_tiles;
+  const int h = static_cast<int>(bid % p.h_kv);
+  bid /= p.h_kv;
+  if constexpr (kInvariant) {
+    const int split = static_cast<int>(bid % p.max_splits);
+    const int b = static_cast<int>(bid / p.max_splits);
+    const Batch bt = batch_of(p, b);
+    const bool direct = bt.count <= 1;
+    if (direct && split != (bt.count == 1 ? bt.first : 0)) return;  // another CTA owns it
+    int lo, hi;
+    split_range(p, bt, split, lo, hi);
+    attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi,
+                                          static_cast<int64_t>(split) * p.b + b, bt, direct);
+    if (direct || lo >= hi) return;  // no partials, or none of the batch's splits
+    arrive<T, kD>(p, mt, h, b, bt, bt.count,
+                  [&](int s) { return static_cast<int64_t>(bt.first + s) * p.b + b; });
+  } else {
+    using S = Smem<kD, kStagesT>;
+    extern __shared__ __align__(128) uint16_t smem[];
+    // The schedule's scratch: the merge area, free until a piece's end.
+    long long* scratch =
+        reinterpret_cast<long long*>(smem + kBlockM * kD + 2 * S::kStages * S::kTile);
+    // This CTA's chunk of quota tiles along the batches, one piece a batch it overlaps.
+    const int c = static_cast<int>(bid);
+    const Chunk ch = schedule_chunk(p, c, scratch);
+    if (ch.b_lo < 0) return;  // past the last chunk (the same for the whole block)
+    int64_t at = ch.at;
+    for (int b = ch.b_lo; b <= ch.b_hi; ++b) {
+      if (b > ch.b_lo) __syncthreads();  // the previous piece's shared memory is read
+      const Batch bt = batch_of(p, b);
+      const Span sp = span_of(at, bt.tiles, ch.quota, ch.last);
+      // This chunk's tiles of the batch, as keys.
+      const int64_t c0 = c * ch.quota, c1 = c0 + ch.quota, end = at + bt.tiles;
+      const int64_t t_lo = (c0 > at ? c0 : at) - at, t_hi = (c1 < end ? c1 : end) - at;
+      const int t0 = bt.kb / kBlockN;
+      const int lo = max(bt.kb, static_cast<int>(t0 + t_lo) * kBlockN);
+      const int hi = min(bt.ke, static_cast<int>(t0 + t_hi) * kBlockN);
+      const bool direct = sp.first == sp.last;
+      attend_piece<T, kD, kPaged, kStagesT>(p, mt, h, b, lo, hi, static_cast<int64_t>(b) + c, bt,
+                                            direct);
+      if (!direct) {
+        const int first = sp.first;
+        arrive<T, kD>(p, mt, h, b, bt, sp.last - sp.first + 1,
+                      [&](int s) { return static_cast<int64_t>(b) + first + s; });
+      }
+      at += bt.tiles;
+    }
   }
 }
 
@@ -733,11 +752,12 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
 // kernels above do not reach: O = 0, stats = -inf (DESIGN 2.1). One block per batch.
 template <class T>
 __global__ void __launch_bounds__(kThreads) decode_ragged_pad_kernel(const Params p) {
-  kernels::PadRows o{static_cast<uint16_t*>(p.o), p.o_s[1], p.o_s[2], p.o_s[3], p.h_q, p.d_v};
+  kernels::PadRows o{
+      static_cast<uint16_t*>(p.o), p.o_strides.h, p.o_strides.s, p.o_d_stride, p.h_q, p.d_v};
   if (p.has_stats) {
     o.stats = p.stats;
-    o.stats_head_stride = p.stats_s[1];
-    o.stats_row_stride = p.stats_s[2];
+    o.stats_head_stride = p.stats_strides.h;
+    o.stats_row_stride = p.stats_strides.s;
   }
   for (int64_t b = blockIdx.x; b < p.b; b += gridDim.x) {
     kernels::pad_slot_rows(p.rq.slot(b), p.s_q, o);
@@ -747,28 +767,23 @@ __global__ void __launch_bounds__(kThreads) decode_ragged_pad_kernel(const Param
 using Kernel = void (*)(const Params);
 
 template <class T, int kD, int kStages = Smem<kD>::kStages>
-Kernel attention_kernel(bool paged) {
-  return paged ? decode_kernel<T, kD, true, kStages> : decode_kernel<T, kD, false, kStages>;
+Kernel attention_kernel(const Params& p) {
+  if (p.split_tokens > 0) {
+    return p.paged_kv ? decode_kernel<T, kD, true, kStages, true>
+                      : decode_kernel<T, kD, false, kStages, true>;
+  }
+  return p.paged_kv ? decode_kernel<T, kD, true, kStages, false>
+                    : decode_kernel<T, kD, false, kStages, false>;
 }
 
 Kernel pick_attention(const Params& p, bool bf16) {
   if (p.d_qk == 64) {
-    return bf16 ? attention_kernel<__nv_bfloat16, 64>(p.paged_kv)
-                : attention_kernel<__half, 64>(p.paged_kv);
+    return bf16 ? attention_kernel<__nv_bfloat16, 64>(p) : attention_kernel<__half, 64>(p);
   }
   if (p.stages == 2) {
-    return bf16 ? attention_kernel<__nv_bfloat16, 128, 2>(p.paged_kv)
-                : attention_kernel<__half, 128, 2>(p.paged_kv);
+    return bf16 ? attention_kernel<__nv_bfloat16, 128, 2>(p) : attention_kernel<__half, 128, 2>(p);
   }
-  return bf16 ? attention_kernel<__nv_bfloat16, 128>(p.paged_kv)
-              : attention_kernel<__half, 128>(p.paged_kv);
-}
-
-Kernel pick_combine(const Params& p, bool bf16) {
-  if (p.d_qk == 64) {
-    return bf16 ? decode_combine_kernel<__nv_bfloat16, 64> : decode_combine_kernel<__half, 64>;
-  }
-  return bf16 ? decode_combine_kernel<__nv_bfloat16, 128> : decode_combine_kernel<__half, 128>;
+  return bf16 ? attention_kernel<__nv_bfloat16, 128>(p) : attention_kernel<__half, 128>(p);
 }
 
 size_t smem_bytes(const Params& p) {
@@ -792,10 +807,6 @@ Status load_kernels(const Params& p, bool bf16) {
                                          static_cast<int>(smem_bytes(p)));
   if (err != cudaSuccess) return cuda_error("decode_kernel: cannot load", err);
   cudaFuncAttributes attr;
-  if (p.split_tokens == 0 || p.max_splits > 1) {
-    err = cudaFuncGetAttributes(&attr, pick_combine(p, bf16));
-    if (err != cudaSuccess) return cuda_error("decode_combine_kernel: cannot load", err);
-  }
   if (p.ragged_q) {
     err = cudaFuncGetAttributes(
         &attr, bf16 ? decode_ragged_pad_kernel<__nv_bfloat16> : decode_ragged_pad_kernel<__half>);
@@ -811,12 +822,12 @@ Status launch(const Params& p, bool bf16, Stream stream) {
                                               : static_cast<int64_t>(p.slots) - p.b;
   const int64_t ctas = per_unit * p.h_kv * p.m_tiles;
   if (ctas == 0) return Status();
-  pick_attention(p, bf16)<<<static_cast<unsigned>(ctas), kThreads, smem_bytes(p), s>>>(p);
-  if (p.partial_o != nullptr) {
-    const int64_t rows = static_cast<int64_t>(p.b) * p.h_q * p.s_q;
-    const auto blocks = static_cast<unsigned>((rows + kCombineRows - 1) / kCombineRows);
-    pick_combine(p, bf16)<<<blocks, kThreads, 0, s>>>(p);
+  if (p.arrivals != nullptr) {  // the counters start at zero whatever the workspace held
+    const size_t bytes = static_cast<size_t>(p.b) * p.h_kv * p.m_tiles * sizeof(int32_t);
+    const cudaError_t err = cudaMemsetAsync(p.arrivals, 0, bytes, s);
+    if (err != cudaSuccess) return cuda_error("decode: zeroing the arrival counters failed", err);
   }
+  pick_attention(p, bf16)<<<static_cast<unsigned>(ctas), kThreads, smem_bytes(p), s>>>(p);
   if (p.ragged_q) {
     const unsigned grid = static_cast<unsigned>(p.b < 65535 ? p.b : 65535);
     if (bf16) {

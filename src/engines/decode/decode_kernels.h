@@ -18,8 +18,8 @@ size_t attention_smem_bytes(int d, int stages = 0);
 // build: done lazily at execute, loading would wait for the device to go idle (P2).
 Status load_kernels(const Params& p, bool bf16);
 
-// The attention kernel, then (max_splits > 1) the combine, then (ragged q) the padding of slot
-// rows past s_q.
+// A memset of the arrival counters (when the plan may split), the attention kernel (whose last
+// CTA of a split batch merges its partials), then (ragged q) the padding of slot rows past s_q.
 Status launch(const Params& p, bool bf16, Stream stream);
 
 }  // namespace floe::detail::decode

@@ -6,30 +6,31 @@
 
 #include "kernels/band_mask.h"
 #include "kernels/ragged_rows.h"
+#include "kernels/seq_lens.cuh"
+#include "kernels/strides.h"
 
 namespace floe::detail::decode {
 
-inline constexpr int kThreads = 128;    // four warps; each takes 16 keys of a 64-key tile
-inline constexpr int kBlockN = 64;      // keys per pipeline stage
-inline constexpr int kBlockM = 16;      // packed (query, head-in-group) rows per CTA: one MMA's M
-inline constexpr int kCombineRows = 4;  // combine: rows per 128-thread block, one warp a row
+inline constexpr int kThreads = 128;  // four warps; each takes 16 keys of a 64-key tile
+inline constexpr int kBlockN = 64;    // keys per pipeline stage
+inline constexpr int kBlockM = 16;    // packed (query, head-in-group) rows per CTA: one MMA's M
 
 struct Params {
-  // Q, O: [B, Hq, Sq, D] strides (a ragged side: batch stride 0, token stride as the row stride).
+  // Q, O, stats: [b, h, s] strides (a ragged side: b = 0, s the token stride), and Q's and O's
+  // d strides (any: Q and O move element by element).
   const void* q = nullptr;
   void* o = nullptr;
   float* stats = nullptr;
-  int64_t q_s[4] = {0, 0, 0, 0}, o_s[4] = {0, 0, 0, 0}, stats_s[3] = {0, 0, 0};
-  // K, V. Dense or ragged: [B, Hkv, S, D] strides as above (d stride 1). Paged: [page, row,
-  // head, d] strides.
+  kernels::Strides3 q_strides, o_strides, stats_strides;
+  int64_t q_d_stride = 1, o_d_stride = 1;
+  // K, V (d stride 1). Dense or ragged: [b, h, s] as above. Paged: b is the page stride, h the
+  // head's, s the row's within a page.
   const void* k = nullptr;
   const void* v = nullptr;
-  int64_t k_s[4] = {0, 0, 0, 0}, v_s[4] = {0, 0, 0, 0};
+  kernels::Strides3 k_strides, v_strides;
   const float* sink = nullptr;
-  int64_t sink_s = 0;
-  const int32_t* seq_len_q = nullptr;
-  const int32_t* seq_len_kv = nullptr;
-  int64_t seq_len_q_s = 0, seq_len_kv_s = 0;
+  int64_t sink_stride = 0;
+  kernels::SeqLens lens;  // seq_len_q / seq_len_kv, i32 [b]: pointers filled by launch()
   bool ragged_q = false, ragged_kv = false, paged_kv = false;
   kernels::RaggedSide rq, rkv;
   kernels::PagedSide pages;
@@ -44,8 +45,9 @@ struct Params {
   bool has_stats = false, has_sink = false;
   kernels::BandMask band;
 
-  // Split-KV. A batch whose keys take one split is written directly by its CTA; the others go
-  // through the partials and the combine.
+  // Split-KV. A batch whose keys take one split is written directly by its CTA; the others
+  // write partials, and the last of their CTAs to finish (an arrival counter per unit) merges
+  // them in split order into O and stats.
   //
   // Dynamic (split_tokens == 0): the splits follow the device lengths. The grid has slots - b
   // = b * max_splits CTAs per (kv head, row tile) (max_splits: the envelope's rule). Every CTA
@@ -64,9 +66,10 @@ struct Params {
   int64_t split_tokens = 0;      // > 0: batch-invariant, splits at multiples of this many keys
   float* partial_o = nullptr;    // [row, h_q, s_q, d_v] f32 (row: see above)
   float* partial_lse = nullptr;  // [row, h_q, s_q] f32, natural log
-  // Dynamic: per batch {first CTA, last CTA} of its pieces, written by CTA 0 of the attention
-  // kernel, read by the combine.
-  int32_t* schedule = nullptr;
+  // Per unit (batch, kv head, row tile): how many of its split pieces have written their
+  // partials. Zeroed by the execute (a memset before the kernel); the piece that brings it to
+  // the batch's split count merges them.
+  int32_t* arrivals = nullptr;
   // d128's pipeline depth: 3 (2 CTAs an SM), or 2 (3 CTAs an SM) for grids of many waves.
   int stages = 0;
 };

@@ -15,6 +15,8 @@ namespace {
 
 constexpr int64_t kMinSplitTiles = 2;  // a split below 128 keys costs more to merge than it saves
 constexpr int64_t kMaxSplits = 128;
+// d128: a grid's CTAs of at most this many key tiles may take the two-stage pipeline.
+constexpr int64_t kShortCtaTiles = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -71,10 +73,12 @@ int64_t pick_splits(const Facts& f, const Target& target) {
   return 1;
 }
 
-// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them, three (2 CTAs an SM,
-// a deeper pipeline each) below. Measured on the H200 (docs/perf.md): two stages win where the
-// grid runs many waves (B 128 S 16k: 4.21 against 3.99 TB/s), three where it runs one or two
-// (B 64 S 8k: 3.92 against 3.53), when the last wave's tail costs more than occupancy gains.
+// d128: two stages (3 CTAs an SM) for grids of at least 2.5 waves of them whose CTAs are short
+// (at most kShortCtaTiles key tiles at the envelope), three (2 CTAs an SM, a deeper pipeline
+// each) otherwise. Measured on the H200 (docs/perf.md, session 9): two stages win where many
+// short CTAs follow one another (split1024 B 64 S 8k, 16 tiles a CTA: 0.544 against 0.595 ms),
+// three where the CTAs are long (B 128 S 16k, 256 tiles a CTA: 1.942 against 2.011 ms, since
+// the table ring) or the grid runs one or two waves (B 64 S 8k: 0.499 against 0.651 ms).
 int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
   if (f.d_qk != 128) return 0;
   if (attention_smem_bytes(128, 3) > target.smem_per_block_optin) return 2;  // sm_86, sm_89
@@ -83,7 +87,12 @@ int pick_stages(const Facts& f, const Target& target, int64_t max_splits) {
   const int64_t per = std::clamp<int64_t>(static_cast<int64_t>(per_sm / smem), 1, 3);
   if (per < 3) return 3;
   const double ctas = static_cast<double>(f.b * f.h_kv * m_tiles_of(f) * max_splits);
-  return ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per) ? 2 : 3;
+  // A CTA's tiles at the envelope: a split of split_tokens keys, or a dynamic chunk of
+  // ceil(tiles / max_splits) (uniform lengths at the envelope).
+  const int64_t keys = f.split_tokens > 0 ? std::min(f.split_tokens, f.s_kv) : f.s_kv;
+  const int64_t tiles = ceil_div(ceil_div(keys, kBlockN), f.split_tokens > 0 ? 1 : max_splits);
+  const bool many_waves = ctas >= 2.5 * static_cast<double>(std::max(1, target.sm_count) * per);
+  return many_waves && tiles <= kShortCtaTiles ? 2 : 3;
 }
 
 }  // namespace
@@ -134,41 +143,29 @@ std::string decline_reason(const Facts& f, const Target& target) {
 
 Params make_params(const Facts& f, const Target& target) {
   Params p;
-  const auto strides = [&](TensorId id, int64_t* out, int n) {
-    if (!f.has(id)) return;
-    for (int i = 0; i < n && i < f.t(id).rank; ++i) out[i] = f.t(id).strides[i];
+  // A tensor's [b, h, s] strides: as declared, or for a ragged side [T, H, D] (stats [T, H])
+  // {0, head, token}, or for the paged K and V [page, row, head, d] {page, head, row}.
+  const auto strides = [&](TensorId id, bool ragged) -> kernels::Strides3 {
+    if (!f.has(id)) return {};
+    const auto& s = f.t(id).strides;
+    if (ragged) return {0, s[1], s[0]};
+    if (f.paged_kv && (id == TensorId::k || id == TensorId::v)) return {s[0], s[2], s[1]};
+    return {s[0], s[1], s[2]};
   };
-  // A ragged side [T, H, D] (stats [T, H]) as [B, H, S, D] with a zero batch stride.
-  const auto ragged = [&](TensorId id, int64_t* out) {
-    if (!f.has(id)) return;
-    const TensorDesc& d = f.t(id);
-    out[0] = 0;
-    out[1] = d.strides[1];
-    out[2] = d.strides[0];
-    if (d.rank > 2) out[3] = d.strides[2];
-  };
+  const auto d_stride = [&](TensorId id) { return f.t(id).strides[f.t(id).rank - 1]; };
   p.ragged_q = f.ragged_q;
   p.ragged_kv = f.ragged_kv;
   p.paged_kv = f.paged_kv;
-  if (f.ragged_q) {
-    ragged(TensorId::q, p.q_s);
-    ragged(TensorId::o, p.o_s);
-    ragged(TensorId::stats, p.stats_s);
-  } else {
-    strides(TensorId::q, p.q_s, 4);
-    strides(TensorId::o, p.o_s, 4);
-    strides(TensorId::stats, p.stats_s, 3);
-  }
-  if (f.ragged_kv) {
-    ragged(TensorId::k, p.k_s);
-    ragged(TensorId::v, p.v_s);
-  } else {
-    strides(TensorId::k, p.k_s, 4);
-    strides(TensorId::v, p.v_s, 4);
-  }
-  if (f.has(TensorId::sink)) p.sink_s = f.t(TensorId::sink).strides[0];
-  if (f.has(TensorId::seq_len_q)) p.seq_len_q_s = f.t(TensorId::seq_len_q).strides[0];
-  if (f.has(TensorId::seq_len_kv)) p.seq_len_kv_s = f.t(TensorId::seq_len_kv).strides[0];
+  p.q_strides = strides(TensorId::q, f.ragged_q);
+  p.o_strides = strides(TensorId::o, f.ragged_q);
+  p.stats_strides = strides(TensorId::stats, f.ragged_q);
+  p.q_d_stride = d_stride(TensorId::q);
+  p.o_d_stride = d_stride(TensorId::o);
+  p.k_strides = strides(TensorId::k, f.ragged_kv);
+  p.v_strides = strides(TensorId::v, f.ragged_kv);
+  if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
+  if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
+  if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   if (f.ragged_q) p.rq = ragged_side(f, /*query=*/true);
   if (f.ragged_kv) p.rkv = ragged_side(f, /*query=*/false);
   if (f.paged_kv) {
@@ -198,9 +195,12 @@ void add_workspace(const Facts& f, const Params& p, WorkspaceLayout& workspace) 
   workspace.add(kPartialOChunk,
                 saturating_bytes({rows, f.h_q, f.s_q, f.d_v, int64_t{sizeof(float)}}));
   workspace.add(kPartialLseChunk, saturating_bytes({rows, f.h_q, f.s_q, int64_t{sizeof(float)}}));
-  if (p.split_tokens == 0) {
-    workspace.add(kScheduleChunk, saturating_bytes({f.b, 2, int64_t{sizeof(int32_t)}}));
-  }
+  workspace.add(kArrivalsChunk, arrivals_bytes(p));
+}
+
+size_t arrivals_bytes(const Params& p) {
+  return saturating_bytes(
+      {int64_t{p.b}, int64_t{p.h_kv}, int64_t{p.m_tiles}, int64_t{sizeof(int32_t)}});
 }
 
 }  // namespace floe::detail::decode

@@ -11,8 +11,9 @@ namespace floe::detail::decode {
 
 inline constexpr const char* kPartialOChunk = "decode_partial_o";
 inline constexpr const char* kPartialLseChunk = "decode_partial_lse";
-inline constexpr const char* kScheduleChunk = "decode_schedule";  // dynamic splits: int32 [b][2]
-inline constexpr int64_t kMaxQueries = 16;                        // s_q a decode problem may have
+// int32 [b][h_kv][row tiles]: arrivals of split pieces, zeroed by each execute
+inline constexpr const char* kArrivalsChunk = "decode_arrivals";
+inline constexpr int64_t kMaxQueries = 16;  // s_q a decode problem may have
 
 // Why the decode engine does not serve this problem on this target; empty when it does.
 std::string decline_reason(const Facts& facts, const Target& target);
@@ -20,10 +21,13 @@ std::string decline_reason(const Facts& facts, const Target& target);
 // Kernel arguments (pointers left null), max_splits included, for an accepted problem.
 Params make_params(const Facts& facts, const Target& target);
 
-// Whether the plan's launches go through the partials and the combine.
+// Whether the plan's launches may go through the partials and the merge (and zero the counters).
 bool uses_partials(const Params& params);
 
-// The partial chunks (and the dynamic schedule's), when the plan splits.
+// The partial chunks and the arrival counters, when the plan may split.
 void add_workspace(const Facts& facts, const Params& params, WorkspaceLayout& workspace);
+
+// Bytes of the arrival counters (kArrivalsChunk), which each execute zeroes.
+size_t arrivals_bytes(const Params& params);
 
 }  // namespace floe::detail::decode
