@@ -9,6 +9,7 @@ namespace {
 struct Launcher {
   PFN_cuLaunchKernel_v4000 launch = nullptr;
   PFN_cuGetErrorString_v6000 error_string = nullptr;
+  PFN_cuCtxGetCurrent_v4000 current_context = nullptr;
 };
 
 template <class Fn>
@@ -26,7 +27,8 @@ Fn entry_point(const char* symbol, int version) {
 
 const Launcher& launcher() {
   static const Launcher l{entry_point<PFN_cuLaunchKernel_v4000>("cuLaunchKernel", 4000),
-                          entry_point<PFN_cuGetErrorString_v6000>("cuGetErrorString", 6000)};
+                          entry_point<PFN_cuGetErrorString_v6000>("cuGetErrorString", 6000),
+                          entry_point<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent", 4000)};
   return l;
 }
 
@@ -51,6 +53,18 @@ int launch_kernel(const DeviceKernel& kernel, unsigned grid, int threads, int sm
 bool is_context_error(int error) {
   return error == CUDA_ERROR_INVALID_CONTEXT || error == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
          error == CUDA_ERROR_INVALID_HANDLE;
+}
+
+bool bind_thread_context() {
+  const auto current = launcher().current_context;
+  CUcontext ctx = nullptr;
+  if (current == nullptr || current(&ctx) != CUDA_SUCCESS || ctx != nullptr) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
 }
 
 Status launch_error(const char* engine, const char* name, int error) {

@@ -36,6 +36,13 @@ int launch_kernel(const DeviceKernel& kernel, unsigned grid, int threads, int sm
 // own): the caller then launches through the runtime (<<<>>>), which binds the context.
 bool is_context_error(int error);
 
+// A thread that has never called CUDA has no current context, and the driver calls a plan makes
+// at execute (cuTensorMapEncodeTiled, cuLaunchKernel) fail there. Called after such a failure:
+// when the thread has no current context, makes its current device's primary context current,
+// as the runtime's first call on a thread does (no allocation, no sync), and returns true (the
+// caller retries once); false when a context was current (the failure is another).
+bool bind_thread_context();
+
 // "ENGINE: launching NAME failed: <the driver's message> (CUresult N)".
 Status launch_error(const char* engine, const char* name, int error);
 

@@ -4,7 +4,9 @@
 // plan returns at once too, even while the GPU is busy (CUDA loads kernels lazily, and a
 // module load waits for the device to go idle, unless the plan loaded its kernels at build).
 // Two threads executing one plan at once, each with its own buffers, workspace and stream,
-// each get their own right answer: a built plan is immutable and shareable.
+// each get their own right answer: a built plan is immutable and shareable. A thread that has
+// never called CUDA (no current context: a worker pool's, autograd's) executes a plan built
+// elsewhere and gets the right answer too.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -193,12 +195,50 @@ void two_threads_one_plan(Direction dir) {
   EXPECT_GT(checked, 0) << "the engine declined every problem";
 }
 
+// The plan, buffers and stream made on this thread; the execute, and nothing else, on a thread
+// that has not called CUDA before (no current context).
+void execute_on_a_thread_new_to_cuda(Direction dir) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  int checked = 0;
+  for (const NamedProblem& np : named_problems(dir)) {
+    const std::string name = "fresh-thread-" + np.name;
+    SCOPED_TRACE(name);
+    Result<tool::Case> c = make_case(np.json, 47);
+    FLOE_ASSERT_OK(c);
+    Result<Plan> plan = build_plan(c->problem, tool::Memory::device, harness_settings().engine);
+    if (declined_by_pinned_engine(plan)) continue;
+    FLOE_ASSERT_OK(plan);
+    Result<PreparedRun> run = PreparedRun::create(*c, *plan, tool::Memory::device);
+    FLOE_ASSERT_OK(run);
+    FLOE_ASSERT_OK(run->poison());
+    Status st;
+    std::thread t([&] { st = run->execute(stream); });
+    t.join();
+    FLOE_ASSERT_OK(st);
+    Result<tool::ArrayMap> got = run->finish();
+    FLOE_ASSERT_OK(got);
+    expect_matches_reference(name, *c, *got);
+    ++checked;
+  }
+  cudaStreamDestroy(stream);
+  EXPECT_GT(checked, 0) << "the engine declined every problem";
+}
+
 TEST_F(Streams, ForwardTwoThreadsOnePlan) {
   two_threads_one_plan(Direction::forward);
 }
 
 TEST_F(Streams, BackwardTwoThreadsOnePlan) {
   two_threads_one_plan(Direction::backward);
+}
+
+TEST_F(Streams, ForwardOnAThreadNewToCuda) {
+  execute_on_a_thread_new_to_cuda(Direction::forward);
+}
+
+TEST_F(Streams, BackwardOnAThreadNewToCuda) {
+  execute_on_a_thread_new_to_cuda(Direction::backward);
 }
 
 }  // namespace
