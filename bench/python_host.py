@@ -180,6 +180,49 @@ def breakdown(args, q, k, v, d_o, sync):
               f"{per_call_us(fn, args.calls, sync):.2f} us queued")
 
 
+def ext_ab(args, q, k, v, qg, kg, vg, d_o, sync):
+    """The C++ per-call path (floe._floe_torch) against the Python path, in this one process,
+    rounds interleaved (off, on, off, on, ...): forward with no gradient, the backward without
+    autograd (_plain_backward on a cache hit), and forward+backward through autograd."""
+    if _ops._c is None:
+        print(f"floe ext A/B: no C++ path here ({_ops.torch_ext})")
+        return
+    saved = (_ops._c, _ops._c_fwd, _ops._c_bwd)
+    options = _ops._options(True, None, "top_left", None, None, False, "auto")
+    with torch.no_grad():
+        o, lse, fkey = _ops._plain_forward(q, k, v, options, True)
+
+    def fwd_nograd():
+        with torch.no_grad():
+            floe.attention(q, k, v, causal=True)
+
+    def bwd_plain():
+        _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)
+
+    def fwd_bwd():
+        out = floe.attention(qg, kg, vg, causal=True)
+        torch.autograd.grad(out, (qg, kg, vg), d_o)
+
+    rows = {}
+    for rnd in range(args.ab_rounds):
+        for on in (False, True):
+            if on:
+                _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+            else:
+                _ops._c = _ops._c_fwd = _ops._c_bwd = None
+            for name, fn, n in (("forward, no grad", fwd_nograd, args.calls),
+                                ("backward without autograd (_plain_backward)", bwd_plain,
+                                 args.calls),
+                                ("forward+backward through autograd", fwd_bwd, args.calls // 2)):
+                r = rows.setdefault((name, on), [])
+                r.append((alone_us(fn, n, sync), per_call_us(fn, n, sync)))
+    _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    print(f"floe ext A/B ({_ops.torch_ext}; us, alone / queued, one entry per round)")
+    for (name, on), r in rows.items():
+        cells = "  ".join(f"{a:.2f}/{b:.2f}" for a, b in r)
+        print(f"  {name}, {'C++ path' if on else 'Python path'}: {cells}")
+
+
 def profile_launches(args, qg, kg, vg, d_o, sync):
     """The CUDA runtime calls of a forward+backward and their host time (torch.profiler, which
     adds its own cost to each), and the kernels each direction launches."""
@@ -232,6 +275,9 @@ def main():
     ap.add_argument("--no-sdpa", action="store_true", help="leave out torch's SDPA flash")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with the thread's CPU time (a loaded machine), not the wall clock")
+    ap.add_argument("--ext-ab", action="store_true",
+                    help="only the C++ per-call path (floe._floe_torch) against the Python one")
+    ap.add_argument("--ab-rounds", type=int, default=3)
     ap.add_argument("--profile", action="store_true",
                     help="the CUDA runtime calls and kernels of a call (torch.profiler)")
     args = ap.parse_args()
@@ -281,6 +327,9 @@ def main():
         def backward(ctx, g):
             return g
 
+    if args.ext_ab:
+        ext_ab(args, q, k, v, qg, kg, vg, d_o, sync)
+        return
     n = args.calls
     rows = {}
     for mode, timer in (("alone", alone_us), ("queued", per_call_us)):
