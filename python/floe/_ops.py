@@ -746,7 +746,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
 
     Gradients flow to q, k, v, bias and sink. floe's refusals raise floe.FloeError.
     """
-    options = _options(causal, window, align, scale, softcap, deterministic, engine)
+    # _options, its remembered common case inline (one Python call fewer per call).
+    options = None
+    if window is None and scale is None and softcap is None:
+        options = _SIMPLE_OPTIONS.get((causal, align, deterministic, engine))
+    if options is None:
+        options = _options(causal, window, align, scale, softcap, deterministic, engine)
     return_lse = bool(return_lse)
     # The common eager call (no bias, sink or lengths; plain tensors, no tracing, no mode) in
     # as few Python steps as possible: the same plans and launches as the custom op's
