@@ -210,13 +210,40 @@ def ext_ab(args, q, k, v, qg, kg, vg, d_o, sync):
                 _ops._c, _ops._c_fwd, _ops._c_bwd = saved
             else:
                 _ops._c = _ops._c_fwd = _ops._c_bwd = None
+            # fwd_bwd before bwd_plain: its backward plan is then built on autograd's device
+            # thread (H200, main's f0e86ab library: the sm90 backward plan built on this thread
+            # failed to encode its TMA descriptors when executed on autograd's).
             for name, fn, n in (("forward, no grad", fwd_nograd, args.calls),
+                                ("forward+backward through autograd", fwd_bwd, args.calls // 2),
                                 ("backward without autograd (_plain_backward)", bwd_plain,
-                                 args.calls),
-                                ("forward+backward through autograd", fwd_bwd, args.calls // 2)):
+                                 args.calls)):
                 r = rows.setdefault((name, on), [])
                 r.append((alone_us(fn, n, sync), per_call_us(fn, n, sync)))
     _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    if args.thread_check and q.is_cuda:
+        # A backward plan built on this thread, executed on a new one (no CUDA call made there
+        # yet): what autograd's device thread does with a plan an earlier call built here.
+        import threading
+
+        q2, k2, v2 = (t[:, :, :64].clone() for t in (q, k, v))
+        with torch.no_grad():
+            o2, lse2, key2 = _ops._plain_forward(q2, k2, v2, options, True)
+        d2 = torch.ones_like(o2)
+        _ops._plain_backward(key2, d2, q2, k2, v2, o2, lse2, options)
+        result = []
+
+        def other():
+            try:
+                _ops._plain_backward(key2, d2, q2, k2, v2, o2, lse2, options)
+                torch.cuda.synchronize()
+                result.append("ok")
+            except Exception as e:  # noqa: BLE001  (reported, not raised)
+                result.append(f"{type(e).__name__}: {e}")
+
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        print(f"floe thread check (backward plan built here, run on a new thread): {result[0]}")
     print(f"floe ext A/B ({_ops.torch_ext}; us, alone / queued, one entry per round)")
     for (name, on), r in rows.items():
         cells = "  ".join(f"{a:.2f}/{b:.2f}" for a, b in r)
@@ -278,6 +305,8 @@ def main():
     ap.add_argument("--ext-ab", action="store_true",
                     help="only the C++ per-call path (floe._floe_torch) against the Python one")
     ap.add_argument("--ab-rounds", type=int, default=3)
+    ap.add_argument("--thread-check", action="store_true",
+                    help="with --ext-ab: a backward plan run on a thread other than its builder's")
     ap.add_argument("--profile", action="store_true",
                     help="the CUDA runtime calls and kernels of a call (torch.profiler)")
     args = ap.parse_args()
