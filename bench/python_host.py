@@ -19,6 +19,8 @@ tensor the engine hands the backward to its device thread and waits); floe's own
 roughly floe's forward+backward less the floor less floe's forward. --breakdown times the
 pieces of a call one by one (allocations, Plan.run of each direction, key and lookup);
 --profile lists the CUDA runtime calls and kernels of a forward+backward (torch.profiler).
+--ext-ab times the C++ per-call path (floe._floe_torch) against the Python path in one process,
+rounds interleaved (--thread-check adds a backward plan run on a thread other than its builder's).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps; the calls queued back to back, each between its own events, as floe bench times them),
 for comparison with `floe bench` on the same problem (the kernels must take the same time from
