@@ -222,6 +222,18 @@ def ext_ab(args, q, k, v, qg, kg, vg, d_o, sync):
                 r = rows.setdefault((name, on), [])
                 r.append((alone_us(fn, n, sync), per_call_us(fn, n, sync)))
     _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    # The two paths' outputs and gradients, bitwise (both on cache hits here).
+    results = []
+    for on in (True, False):
+        if not on:
+            _ops._c = _ops._c_fwd = _ops._c_bwd = None
+        with torch.no_grad():
+            o1, lse1 = floe.attention(q, k, v, causal=True, return_lse=True)
+        grads = torch.autograd.grad(floe.attention(qg, kg, vg, causal=True), (qg, kg, vg), d_o)
+        results.append((o1, lse1) + tuple(grads))
+    _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    same = all(torch.equal(a, b) for a, b in zip(*results))
+    print(f"floe ext A/B: C++ and Python paths give bitwise equal o, lse, dq, dk, dv: {same}")
     if args.thread_check and q.is_cuda:
         # A backward plan built on this thread, executed on a new one (no CUDA call made there
         # yet): what autograd's device thread does with a plan an earlier call built here.
