@@ -19,6 +19,8 @@ tensor the engine hands the backward to its device thread and waits); floe's own
 roughly floe's forward+backward less the floor less floe's forward. --breakdown times the
 pieces of a call one by one (allocations, Plan.run of each direction, key and lookup);
 --profile lists the CUDA runtime calls and kernels of a forward+backward (torch.profiler).
+--ext-ab times the C++ per-call path (floe._floe_torch) against the Python path in one process,
+rounds interleaved (--thread-check adds a backward plan run on a thread other than its builder's).
 --kernel times one problem's forward and backward on the GPU with CUDA events (median of
 --reps; the calls queued back to back, each between its own events, as floe bench times them),
 for comparison with `floe bench` on the same problem (the kernels must take the same time from
@@ -180,6 +182,88 @@ def breakdown(args, q, k, v, d_o, sync):
               f"{per_call_us(fn, args.calls, sync):.2f} us queued")
 
 
+def ext_ab(args, q, k, v, qg, kg, vg, d_o, sync):
+    """The C++ per-call path (floe._floe_torch) against the Python path, in this one process,
+    rounds interleaved (off, on, off, on, ...): forward with no gradient, the backward without
+    autograd (_plain_backward on a cache hit), and forward+backward through autograd."""
+    if _ops._c is None:
+        print(f"floe ext A/B: no C++ path here ({_ops.torch_ext})")
+        return
+    saved = (_ops._c, _ops._c_fwd, _ops._c_bwd)
+    options = _ops._options(True, None, "top_left", None, None, False, "auto")
+    with torch.no_grad():
+        o, lse, fkey = _ops._plain_forward(q, k, v, options, True)
+
+    def fwd_nograd():
+        with torch.no_grad():
+            floe.attention(q, k, v, causal=True)
+
+    def bwd_plain():
+        _ops._plain_backward(fkey, d_o, q, k, v, o, lse, options)
+
+    def fwd_bwd():
+        out = floe.attention(qg, kg, vg, causal=True)
+        torch.autograd.grad(out, (qg, kg, vg), d_o)
+
+    rows = {}
+    for rnd in range(args.ab_rounds):
+        for on in (False, True):
+            if on:
+                _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+            else:
+                _ops._c = _ops._c_fwd = _ops._c_bwd = None
+            # fwd_bwd before bwd_plain: its backward plan is then built on autograd's device
+            # thread (H200, main's f0e86ab library: the sm90 backward plan built on this thread
+            # failed to encode its TMA descriptors when executed on autograd's).
+            for name, fn, n in (("forward, no grad", fwd_nograd, args.calls),
+                                ("forward+backward through autograd", fwd_bwd, args.calls // 2),
+                                ("backward without autograd (_plain_backward)", bwd_plain,
+                                 args.calls)):
+                r = rows.setdefault((name, on), [])
+                r.append((alone_us(fn, n, sync), per_call_us(fn, n, sync)))
+    _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    # The two paths' outputs and gradients, bitwise (both on cache hits here).
+    results = []
+    for on in (True, False):
+        if not on:
+            _ops._c = _ops._c_fwd = _ops._c_bwd = None
+        with torch.no_grad():
+            o1, lse1 = floe.attention(q, k, v, causal=True, return_lse=True)
+        grads = torch.autograd.grad(floe.attention(qg, kg, vg, causal=True), (qg, kg, vg), d_o)
+        results.append((o1, lse1) + tuple(grads))
+    _ops._c, _ops._c_fwd, _ops._c_bwd = saved
+    same = all(torch.equal(a, b) for a, b in zip(*results))
+    print(f"floe ext A/B: C++ and Python paths give bitwise equal o, lse, dq, dk, dv: {same}")
+    if args.thread_check and q.is_cuda:
+        # A backward plan built on this thread, executed on a new one (no CUDA call made there
+        # yet): what autograd's device thread does with a plan an earlier call built here.
+        import threading
+
+        q2, k2, v2 = (t[:, :, :64].clone() for t in (q, k, v))
+        with torch.no_grad():
+            o2, lse2, key2 = _ops._plain_forward(q2, k2, v2, options, True)
+        d2 = torch.ones_like(o2)
+        _ops._plain_backward(key2, d2, q2, k2, v2, o2, lse2, options)
+        result = []
+
+        def other():
+            try:
+                _ops._plain_backward(key2, d2, q2, k2, v2, o2, lse2, options)
+                torch.cuda.synchronize()
+                result.append("ok")
+            except Exception as e:  # noqa: BLE001  (reported, not raised)
+                result.append(f"{type(e).__name__}: {e}")
+
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        print(f"floe thread check (backward plan built here, run on a new thread): {result[0]}")
+    print(f"floe ext A/B ({_ops.torch_ext}; us, alone / queued, one entry per round)")
+    for (name, on), r in rows.items():
+        cells = "  ".join(f"{a:.2f}/{b:.2f}" for a, b in r)
+        print(f"  {name}, {'C++ path' if on else 'Python path'}: {cells}")
+
+
 def profile_launches(args, qg, kg, vg, d_o, sync):
     """The CUDA runtime calls of a forward+backward and their host time (torch.profiler, which
     adds its own cost to each), and the kernels each direction launches."""
@@ -232,6 +316,11 @@ def main():
     ap.add_argument("--no-sdpa", action="store_true", help="leave out torch's SDPA flash")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with the thread's CPU time (a loaded machine), not the wall clock")
+    ap.add_argument("--ext-ab", action="store_true",
+                    help="only the C++ per-call path (floe._floe_torch) against the Python one")
+    ap.add_argument("--ab-rounds", type=int, default=3)
+    ap.add_argument("--thread-check", action="store_true",
+                    help="with --ext-ab: a backward plan run on a thread other than its builder's")
     ap.add_argument("--profile", action="store_true",
                     help="the CUDA runtime calls and kernels of a call (torch.profiler)")
     args = ap.parse_args()
@@ -281,6 +370,9 @@ def main():
         def backward(ctx, g):
             return g
 
+    if args.ext_ab:
+        ext_ab(args, q, k, v, qg, kg, vg, d_o, sync)
+        return
     n = args.calls
     rows = {}
     for mode, timer in (("alone", alone_us), ("queued", per_call_us)):

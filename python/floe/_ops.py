@@ -9,6 +9,7 @@ straight to execute, with no validation again.
 
 
 import itertools
+import os
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -82,12 +83,16 @@ class _PlanCache:
             else:
                 oldest = sorted(entries, key=lambda kv: kv[1][1])[:excess]
             for old, _ in oldest:
-                self._plans.pop(old, None)
+                gone = self._plans.pop(old, None)
+                if gone is not None:
+                    gone[0] = None  # for floe._floe_torch, whose entries point at Python's
         if plan.__class__ is _Refusal:
             raise FloeError(plan.message)
         return plan
 
     def clear(self):
+        for entry in self._plans.values():
+            entry[0] = None
         self._plans.clear()
         self.hits = self.misses = 0
 
@@ -107,13 +112,41 @@ class PlanCacheInfo(NamedTuple):
 
 
 def plan_cache_info() -> PlanCacheInfo:
-    return PlanCacheInfo(_cache.hits, _cache.misses, len(_cache._plans), _cache.maxsize)
+    """The LRU's counts; hits include those of floe._floe_torch, which serves hits from the
+    same entries."""
+    hits = _cache.hits + (_c.hits() if _c is not None else 0)
+    return PlanCacheInfo(hits, _cache.misses, len(_cache._plans), _cache.maxsize)
 
 
 def clear_plan_cache(maxsize: Optional[int] = None) -> None:
     _cache.clear()
     if maxsize is not None:
         _cache.maxsize = maxsize
+    if _c is not None:
+        _c.clear(_cache.maxsize)
+
+
+def _load_torch_ext():
+    """(floe._floe_torch or None, why): the C++ per-call path where it was built against this
+    torch (its C++ ABI is that version's); FLOE_TORCH_EXT=0 turns it off."""
+    if os.environ.get("FLOE_TORCH_EXT", "1").lower() in ("0", "off", "no", "false"):
+        return None, "off (FLOE_TORCH_EXT=0)"
+    try:
+        from . import _floe_torch
+    except ImportError as e:
+        return None, f"not loaded ({e}); the Python path runs"
+    if _floe_torch.TORCH_VERSION != torch.__version__:
+        return None, (f"built for torch {_floe_torch.TORCH_VERSION}, this is {torch.__version__}: "
+                      "the Python path runs (reinstall floe to rebuild it)")
+    _floe_torch.configure(_floe._C_API, _tick, _cache.maxsize)
+    return _floe_torch, f"on (torch {torch.__version__})"
+
+
+# floe._floe_torch: the plan-cache hits of the eager calls with no bias, sink or lengths, in
+# C++ (host time per call); None: the Python path alone. torch_ext says which and why.
+_c, torch_ext = _load_torch_ext()
+_c_fwd = None if _c is None else _c.fwd
+_c_bwd = None if _c is None else _c.bwd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,6 +408,8 @@ def _plain_forward(q, k, v, options, stats):
         lse, lse_ptr = None, 0
     if plan is None:
         plan = _cache.add(key, _build_forward, q, k, v, o, lse, None, None, None, None, *options)
+    if _c is not None:  # the next call's hit is served in C++
+        _c.remember_fwd(q, k, v, options, stats, _plans_get(key))
     n = plan.workspace_bytes
     if cuda and not n and index == _current_device():
         plan.run(0, 0, _current_stream(index), q.data_ptr(), k.data_ptr(), v.data_ptr(),
@@ -590,10 +625,24 @@ def _eager_backward(fwd_key, d_o, q, k, v, o, lse, bias, sink, seq_len_q, seq_le
                          bias_grad, options[:6], options[6])
 
 
+def _plain_key(q, k, v, options, stats):
+    """_plain_forward's key (the same tuple, which that function builds inline)."""
+    return (q.dtype, k.dtype, v.dtype, q.shape, k.shape, v.shape, q.stride(), k.stride(),
+            v.stride(), None, q.device, k.device, v.device, None, options, stats)
+
+
 def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
-    """_eager_backward with no bias, sink or lengths, in one function: (dq, dk, dv)."""
+    """_eager_backward with no bias, sink or lengths, in one function: (dq, dk, dv). fwd_key:
+    the forward's key, None where the forward ran in C++ (floe._floe_torch), which serves the
+    backward's hits too."""
+    if _c_bwd is not None:
+        grads = _c_bwd(d_o, q, k, v, o, lse, options)
+        if grads is not None:
+            return grads
     if d_o.stride(-1) != 1:
         d_o = d_o.contiguous()  # _dense_d_o
+    if fwd_key is None:
+        fwd_key = _plain_key(q, k, v, options, True)
     key = (fwd_key, d_o.stride(), False)
     entry = _plans_get(key)
     if entry is not None and entry[0].__class__ is not _Refusal:
@@ -606,6 +655,8 @@ def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
     if plan is None:
         plan = _cache.add(key, _build_backward, q, k, v, o, d_o, lse, None, None, None, None,
                           dq, dk, dv, None, None, *options)
+    if _c is not None:
+        _c.remember_bwd(d_o, q, k, v, o, lse, options, _plans_get(key))
     _run(plan, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, 0, 0,
                 0, d_o.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr()), q)
     return dq, dk, dv
@@ -622,7 +673,12 @@ class _EagerAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, bias, sink, seq_len_q, seq_len_kv, options, return_lse):
         # options: (scale, softcap, align, left, right, deterministic, engine)
         if bias is None and sink is None and seq_len_q is None and seq_len_kv is None:
-            o, lse, key = _plain_forward(q, k, v, options, True)
+            # autograd has turned gradients off here: the C++ path serves a hit.
+            out = None if _c_fwd is None else _c_fwd(q, k, v, options, True, True)
+            if out is None:
+                o, lse, key = _plain_forward(q, k, v, options, True)
+            else:
+                (o, lse), key = out, None
             ctx.save_for_backward(q, k, v, o, lse)
         else:
             key = _forward_key(q, k, v, bias, sink, seq_len_q, seq_len_kv, options, None)
@@ -690,11 +746,24 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
 
     Gradients flow to q, k, v, bias and sink. floe's refusals raise floe.FloeError.
     """
-    options = _options(causal, window, align, scale, softcap, deterministic, engine)
+    # _options, its remembered common case inline (one Python call fewer per call).
+    options = None
+    if window is None and scale is None and softcap is None:
+        options = _SIMPLE_OPTIONS.get((causal, align, deterministic, engine))
+    if options is None:
+        options = _options(causal, window, align, scale, softcap, deterministic, engine)
     return_lse = bool(return_lse)
     # The common eager call (no bias, sink or lengths; plain tensors, no tracing, no mode) in
     # as few Python steps as possible: the same plans and launches as the custom op's
     # (tests/python: test_fast_path_matches_dispatcher).
+    if (bias is None and sink is None and seq_len_q is None and seq_len_kv is None
+            and not _is_compiling()):
+        # A plan-cache hit with no gradient to record: in C++ where floe._floe_torch is loaded
+        # (it declines, None, what the lines below must take: gradients, modes, a miss).
+        if _c_fwd is not None:
+            out = _c_fwd(q, k, v, options, return_lse, enable_gqa)
+            if out is not None:
+                return out
     if (bias is None and sink is None and seq_len_q is None and seq_len_kv is None
             and not _is_compiling() and type(q) is Tensor and not q.is_meta
             and _dispatch_stack_len() == 0 and q.dim() == 4 and k.dim() == 4 and v.dim() == 4

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "c_api.h"
 #include "floe/floe.h"
 
 namespace nb = nanobind;
@@ -128,6 +129,41 @@ floe::Problem make_problem(bool backward, int dtype, const Shape7& s,
 
 using Verdicts = std::vector<std::tuple<std::string, bool, std::string>>;
 
+// c_api.h's table, for the optional C++ torch layer (src/torch_ops.cc).
+PyObject* floe_error_type = nullptr;
+thread_local std::string last_error;
+
+const void* c_plan_of(PyObject* obj) {
+  floe::Plan* plan = nullptr;
+  return nb::try_cast<floe::Plan*>(nb::handle(obj), plan) ? plan : nullptr;
+}
+
+size_t c_workspace_bytes(const void* plan) {
+  return static_cast<const floe::Plan*>(plan)->workspace_bytes();
+}
+
+// No Python here: the caller may have released the GIL. A failure's message waits in
+// last_error for c_raise_last, which the caller calls with the GIL held.
+int c_execute(const void* plan, void* const* ptrs, int n, void* workspace, size_t workspace_size,
+              void* stream) {
+  floe::Arguments args;
+  for (int i = 0; i < n && i < floe::kTensorCount; ++i) args.ptr[i] = ptrs[i];
+  const floe::Status st = static_cast<const floe::Plan*>(plan)->execute(
+      args, workspace, workspace_size, static_cast<floe::Stream>(stream));
+  if (st) return 0;
+  const std::string code = floe::to_string(st.code());
+  last_error =
+      st.message().compare(0, code.size(), code) == 0 ? st.message() : code + ": " + st.message();
+  return -1;
+}
+
+void c_raise_last() {
+  PyErr_SetString(floe_error_type, last_error.c_str());
+}
+
+const floe_py::CApi c_api{floe_py::kCApiVersion, c_plan_of, c_workspace_bytes, c_execute,
+                          c_raise_last};
+
 Verdicts verdicts_of(const floe::Plan& plan) {
   Verdicts out;
   for (const auto& v : plan.verdicts()) out.emplace_back(v.engine, v.accepted, v.reason);
@@ -138,7 +174,9 @@ Verdicts verdicts_of(const floe::Plan& plan) {
 
 NB_MODULE(_floe, m) {
   m.doc() = "floe's public C++ API: problems, plans, execute on raw pointers";
-  nb::exception<FloeError>(m, "FloeError", PyExc_RuntimeError);
+  floe_error_type = nb::exception<FloeError>(m, "FloeError", PyExc_RuntimeError).ptr();
+  m.attr("_C_API") =
+      nb::steal(PyCapsule_New(const_cast<floe_py::CApi*>(&c_api), "floe._floe._C_API", nullptr));
   // The torch layer's plan cache lives until interpreter exit; nanobind would report its plans.
   nb::set_leak_warnings(false);
 

@@ -727,3 +727,63 @@ def test_plans_and_allocations_keep_to_their_device():
     for (index, dtype), t in _ops._templates.items():
         want = torch.device("cpu") if index < 0 else torch.device("cuda", index)
         assert t.device == want and t.dtype == dtype
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_path_matches_python_path(device, monkeypatch):
+    # floe._floe_torch serves the eager calls' cache hits in C++ (no bias, sink or lengths):
+    # the same plans as the Python path, so bitwise the same outputs, LSE and gradients, on GQA
+    # and strided views; and the one LRU: its hits counted, Python's evictions honoured.
+    if _ops._c is None:
+        pytest.skip(f"no C++ path: {_ops.torch_ext}")
+    torch.manual_seed(91)
+    qkv = rand(2, 24, 3, 4, 64, device=device)  # [B, S, 3, H, D]: strided views
+    q = qkv[:, :, 0].transpose(1, 2)
+    k, v = (rand(2, 2, 24, 64, device=device) for _ in range(2))
+    d_o = torch.randn(2, 4, 24, 64, device=device).bfloat16()
+
+    def run():
+        with torch.no_grad():
+            o = floe.attention(q, k, v, causal=True, window=(5, None))
+            o2, lse = floe.attention(q, k, v, causal=True, window=(5, None), return_lse=True)
+        out = floe.attention(q, k, v, causal=True, window=(5, None))
+        return (o, o2, lse, out) + torch.autograd.grad(out, (qkv, k, v), d_o)
+
+    floe.clear_plan_cache()
+    first = run()  # misses: Python builds and hands each entry to C++
+    # Plans: forward, forward with LSE (then hit by the gradient's forward), backward.
+    assert _ops._c.hits() == 1 and _ops._c.size() == 3
+    served = run()  # every call a C++ hit
+    assert _ops._c.hits() == 5 and floe.plan_cache_info().misses == 3
+    monkeypatch.setattr(_ops, "_c_fwd", None)
+    monkeypatch.setattr(_ops, "_c_bwd", None)
+    python = run()  # the Python path on the same plans
+    for a, b, c in zip(first, served, python):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    monkeypatch.undo()
+    assert torch.equal(first[0], first[1]) and torch.equal(first[0], first[3])
+    # Declined, to the Python path: gradients recorded (the eager Function, whose forward and
+    # backward are C++ hits), a dispatch mode, a wrong shape (Python raises floe's error).
+    before = _ops._c.hits()
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode(), torch.no_grad():
+        floe.attention(q, k, v, causal=True, window=(5, None))
+    assert _ops._c.hits() == before
+    with pytest.raises(floe.FloeError, match="tensor 'v' dims"):
+        with torch.no_grad():
+            floe.attention(q, k, v[:, :, :5], causal=True, window=(5, None))
+    # An entry Python evicts is no longer served (a new miss builds it again).
+    floe.clear_plan_cache(maxsize=1)
+    try:
+        with torch.no_grad():
+            floe.attention(q, k, v)
+            floe.attention(q, k, v, causal=True)  # evicts the first
+            floe.attention(q, k, v)
+        assert floe.plan_cache_info().misses == 3 and _ops._c.hits() == 0
+    finally:
+        floe.clear_plan_cache(maxsize=512)

@@ -1,0 +1,438 @@
+// floe._floe_torch: the per-call path of floe's eager torch ops (floe/_ops.py) in C++, over
+// torch's C++ API. Optional: built only against the torch importable when the package is built
+// (its C++ ABI is that torch's), and floe/_ops.py runs its Python path where this module is
+// absent or was built for another torch.
+//
+// It serves plan-cache hits only, for the eager calls with no bias, sink or lengths: the key
+// from the tensors' sizes, strides, dtypes and device, the outputs and the workspace from torch's
+// caching allocator on the current stream, and the execute of a plan that _floe built, reached
+// through c_api.h. Python's LRU (floe/_ops.py) stays the one cache: each entry here points at
+// one of its entries ([plan, tick]), stamps its tick on a hit, and is dropped once Python has
+// evicted it (the entry's plan is then None). A miss returns None and Python takes over: it
+// finds or builds the plan and hands its entry back (remember_fwd / remember_bwd).
+#include <Python.h>
+#include <nanobind/nanobind.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+
+#include "c_api.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+const floe_py::CApi* api = nullptr;
+PyObject* tick_counter = nullptr;  // the Python LRU's clock (itertools.count)
+size_t max_entries = 1024;
+uint64_t hits = 0;
+
+// Sizes and strides of every tensor of a call, dtypes and device: everything of the plan that
+// the tensors decide; the options tuple (_ops._options) holds the rest.
+struct Key {
+  std::array<int64_t, 48> dims{};
+  std::array<int8_t, 6> dtypes{};
+  int8_t device_type = 0;
+  int8_t device_index = 0;
+  int8_t kind = 0;  // 0: forward without LSE, 1: forward with, 2: backward
+  PyObject* options = nullptr;
+  Py_hash_t options_hash = 0;
+
+  bool operator==(const Key& o) const {
+    if (dims != o.dims || dtypes != o.dtypes || device_type != o.device_type ||
+        device_index != o.device_index || kind != o.kind || options_hash != o.options_hash) {
+      return false;
+    }
+    if (options == o.options) return true;
+    const int eq = PyObject_RichCompareBool(options, o.options, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq == 1;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+    for (int64_t d : k.dims) mix(static_cast<uint64_t>(d));
+    int64_t small = 0;
+    std::memcpy(&small, k.dtypes.data(), 6);
+    mix(static_cast<uint64_t>(small) ^ (uint64_t(uint8_t(k.device_type)) << 48) ^
+        (uint64_t(uint8_t(k.device_index)) << 56));
+    mix(static_cast<uint64_t>(k.kind));
+    mix(static_cast<uint64_t>(k.options_hash));
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Entry {
+  PyObject* list;  // Python's [plan, tick]
+  PyObject* plan;
+  const void* raw;
+  size_t workspace_bytes;
+  uint64_t used;
+};
+
+std::unordered_map<Key, Entry, KeyHash>& cache() {
+  static auto* map = new std::unordered_map<Key, Entry, KeyHash>();  // never destroyed: exit
+  return *map;
+}
+uint64_t clock_ = 0;
+
+void release(const Key& key, Entry& e) {
+  Py_DECREF(key.options);
+  Py_DECREF(e.list);
+  Py_DECREF(e.plan);
+}
+
+// A tensor this path serves: a plain strided CPU or CUDA tensor of torch's own class, no
+// subclass, functorch wrapper or functional tensor (those take the dispatcher's path).
+const at::Tensor* plain(PyObject* obj, int rank) {
+  if (!THPVariable_CheckExact(obj)) return nullptr;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  if (!t.defined() || t.dim() != rank || t.layout() != c10::kStrided) return nullptr;
+  static const c10::DispatchKeySet wrapped(
+      {c10::DispatchKey::Python, c10::DispatchKey::FuncTorchBatched,
+       c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize});
+  if (t.key_set().has_any(wrapped)) return nullptr;
+  return &t;
+}
+
+bool modes_active() {
+  return c10::impl::TorchDispatchModeTLS::stack_len() > 0 ||
+         c10::impl::tls_local_dispatch_key_set().included_.has(
+             c10::DispatchKey::FuncTorchDynamicLayerFrontMode);
+}
+
+int8_t dtype_code(const at::Tensor& t) {
+  return static_cast<int8_t>(t.scalar_type());
+}
+
+// Fills key from the tensors (q, k, v first, then any others); false where this path does
+// not serve them (then Python does, and raises what is wrong with them).
+bool make_key(Key& key, const at::Tensor* const* ts, int n, PyObject* options, int kind) {
+  const c10::Device dev = ts[0]->device();
+  if (!dev.is_cuda() && !dev.is_cpu()) return false;
+  size_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    const at::Tensor& t = *ts[i];
+    if (t.device() != dev) return false;
+    const auto sizes = t.sizes();
+    const auto strides = t.strides();
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      key.dims[at++] = sizes[r];
+      key.dims[at++] = strides[r];
+    }
+    key.dtypes[i] = dtype_code(t);
+  }
+  key.device_type = static_cast<int8_t>(dev.type());
+  key.device_index = dev.index();
+  key.kind = static_cast<int8_t>(kind);
+  key.options = options;
+  key.options_hash = PyObject_Hash(options);
+  if (key.options_hash == -1) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// The live entry for key, its Python tick stamped; nullptr on a miss (an entry Python evicted
+// is dropped here).
+Entry* lookup(const Key& key) {
+  auto& map = cache();
+  auto it = map.find(key);
+  if (it == map.end()) return nullptr;
+  Entry& e = it->second;
+  if (PyList_GET_ITEM(e.list, 0) != e.plan) {
+    Key old = it->first;
+    release(old, e);
+    map.erase(it);
+    return nullptr;
+  }
+  PyObject* tick = PyIter_Next(tick_counter);
+  if (tick == nullptr) return nullptr;
+  PyList_SetItem(e.list, 1, tick);  // steals tick, drops the old one
+  e.used = ++clock_;
+  ++hits;
+  return &e;
+}
+
+void remember(Key& key, PyObject* list) {
+  if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) != 2) return;
+  PyObject* plan = PyList_GET_ITEM(list, 0);
+  const void* raw = api->plan_of(plan);
+  if (raw == nullptr) return;  // a refusal: Python raises it again each time
+  auto& map = cache();
+  auto it = map.find(key);
+  if (it != map.end()) {
+    Key old = it->first;
+    release(old, it->second);
+    map.erase(it);
+  }
+  if (map.size() >= max_entries) {
+    // Python's evictions first (entries whose plan is gone), then the least used of ours.
+    for (auto i = map.begin(); i != map.end();) {
+      if (PyList_GET_ITEM(i->second.list, 0) != i->second.plan) {
+        Key old = i->first;
+        release(old, i->second);
+        i = map.erase(i);
+      } else {
+        ++i;
+      }
+    }
+    while (map.size() >= max_entries) {
+      auto oldest = map.begin();
+      for (auto i = map.begin(); i != map.end(); ++i) {
+        if (i->second.used < oldest->second.used) oldest = i;
+      }
+      Key old = oldest->first;
+      release(old, oldest->second);
+      map.erase(oldest);
+    }
+  }
+  Py_INCREF(key.options);
+  Py_INCREF(list);
+  Py_INCREF(plan);
+  map.emplace(key, Entry{list, plan, raw, api->workspace_bytes(raw), ++clock_});
+}
+
+void clear() {
+  auto& map = cache();
+  for (auto& [key, e] : map) release(key, e);
+  map.clear();
+  hits = 0;
+}
+
+// The current stream of dev (CUDA), as the caching allocator sees it.
+void* stream_of(const c10::Device& dev) {
+  if (!dev.is_cuda()) return nullptr;
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(dev).native_handle();
+}
+
+// Allocates the workspace (kept alive in ws until the launch is queued: the caching allocator
+// then reuses the block only in the current stream's order, as for any torch op), executes.
+bool run(const Entry& e, const at::Tensor& like, void* const* ptrs, int n) {
+  const c10::Device dev = like.device();
+  at::Tensor ws;
+  void* ws_ptr = nullptr;
+  const size_t bytes = e.workspace_bytes;
+  if (dev.is_cuda()) {
+    if (bytes) {
+      ws = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+      ws_ptr = ws.mutable_data_ptr();
+    }
+    // A launch holds the GIL: it only queues work (~4 us), less than releasing it costs others.
+    if (api->execute(e.raw, ptrs, n, ws_ptr, bytes, stream_of(dev)) != 0) {
+      api->raise_last();
+      return false;
+    }
+    return true;
+  }
+  if (bytes) {  // the CPU allocator aligns to 64 bytes; floe wants 256
+    ws = at::empty({static_cast<int64_t>(bytes) + 256}, like.options().dtype(at::kByte));
+    ws_ptr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.mutable_data_ptr()) + 255) &
+                                     ~uintptr_t(255));
+  }
+  // The reference engine computes here: other threads run meanwhile. The plan is held, so a
+  // clear on another thread cannot free it under the call.
+  PyObject* plan = e.plan;
+  Py_INCREF(plan);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = api->execute(e.raw, ptrs, n, ws_ptr, bytes, nullptr);
+  Py_END_ALLOW_THREADS Py_DECREF(plan);
+  if (rc != 0) {
+    api->raise_last();
+    return false;
+  }
+  return true;
+}
+
+void* in(const at::Tensor& t) {
+  return const_cast<void*>(t.const_data_ptr());
+}
+
+bool forward_tensors(PyObject* q, PyObject* k, PyObject* v, bool enable_gqa,
+                     const at::Tensor* ts[3]) {
+  ts[0] = plain(q, 4);
+  ts[1] = plain(k, 4);
+  ts[2] = plain(v, 4);
+  if (!ts[0] || !ts[1] || !ts[2] || modes_active()) return false;
+  return enable_gqa || ts[0]->size(1) == ts[1]->size(1);
+}
+
+// floe.attention's eager call with no gradient (or _EagerAttention.forward's, where autograd
+// has turned gradients off): o, or (o, lse) with stats; None where Python must take the call.
+PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool stats,
+              bool enable_gqa) {
+  const at::Tensor* ts[3];
+  if (!forward_tensors(q, k, v, enable_gqa, ts)) Py_RETURN_NONE;
+  const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
+  if (c10::GradMode::is_enabled() &&
+      (tq.requires_grad() || tk.requires_grad() || tv.requires_grad())) {
+    Py_RETURN_NONE;
+  }
+  Key key;
+  if (!make_key(key, ts, 3, options, stats ? 1 : 0)) Py_RETURN_NONE;
+  Entry* e = lookup(key);
+  if (e == nullptr) {
+    if (PyErr_Occurred()) return nullptr;
+    Py_RETURN_NONE;
+  }
+  const int64_t b = tq.size(0), h_q = tq.size(1), s_q = tq.size(2), d_v = tv.size(3);
+  std::optional<c10::DeviceGuard> guard;
+  if (tq.is_cuda()) guard.emplace(tq.device());
+  // o as [B, Sq, Hq, Dv] in memory (_ops._new_o); lse dense [B, Hq, Sq].
+  at::Tensor o =
+      at::empty_strided({b, h_q, s_q, d_v}, {s_q * h_q * d_v, d_v, h_q * d_v, 1}, tq.options());
+  at::Tensor lse;
+  if (stats) lse = at::empty({b, h_q, s_q}, tq.options().dtype(at::kFloat));
+  void* ptrs[5] = {in(tq), in(tk), in(tv), o.mutable_data_ptr(),
+                   stats ? lse.mutable_data_ptr() : nullptr};
+  if (!run(*e, tq, ptrs, 5)) return nullptr;
+  PyObject* po = THPVariable_Wrap(std::move(o));
+  if (!stats || po == nullptr) return po;
+  PyObject* pl = THPVariable_Wrap(std::move(lse));
+  if (pl == nullptr) {
+    Py_DECREF(po);
+    return nullptr;
+  }
+  PyObject* out = PyTuple_New(2);
+  PyTuple_SET_ITEM(out, 0, po);
+  PyTuple_SET_ITEM(out, 1, pl);
+  return out;
+}
+
+bool backward_tensors(PyObject* d_o, PyObject* q, PyObject* k, PyObject* v, PyObject* o,
+                      PyObject* lse, const at::Tensor* ts[6]) {
+  ts[0] = plain(q, 4);
+  ts[1] = plain(k, 4);
+  ts[2] = plain(v, 4);
+  ts[3] = plain(o, 4);
+  ts[4] = plain(d_o, 4);
+  ts[5] = plain(lse, 3);
+  for (int i = 0; i < 6; ++i) {
+    if (!ts[i]) return false;
+  }
+  // A d_o of non-unit innermost stride is made dense first (_ops._dense_d_o): Python's.
+  return ts[4]->stride(3) == 1 && !modes_active();
+}
+
+// _ops._plain_backward's hit: (dq, dk, dv), or None where Python must take the call.
+PyObject* bwd(PyObject* d_o, PyObject* q, PyObject* k, PyObject* v, PyObject* o, PyObject* lse,
+              PyObject* options) {
+  const at::Tensor* ts[6];
+  if (!backward_tensors(d_o, q, k, v, o, lse, ts)) Py_RETURN_NONE;
+  Key key;
+  if (!make_key(key, ts, 6, options, 2)) Py_RETURN_NONE;
+  Entry* e = lookup(key);
+  if (e == nullptr) {
+    if (PyErr_Occurred()) return nullptr;
+    Py_RETURN_NONE;
+  }
+  const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
+  std::optional<c10::DeviceGuard> guard;
+  if (tq.is_cuda()) guard.emplace(tq.device());
+  // Each gradient in its operand's layout where that is dense (torch.empty_like's rule).
+  at::Tensor dq = at::empty_like(tq), dk = at::empty_like(tk), dv = at::empty_like(tv);
+  void* ptrs[13] = {in(tq),
+                    in(tk),
+                    in(tv),
+                    in(*ts[3]),
+                    in(*ts[5]),
+                    nullptr,
+                    nullptr,
+                    nullptr,
+                    nullptr,
+                    in(*ts[4]),
+                    dq.mutable_data_ptr(),
+                    dk.mutable_data_ptr(),
+                    dv.mutable_data_ptr()};
+  if (!run(*e, tq, ptrs, 13)) return nullptr;
+  PyObject* out = PyTuple_New(3);
+  PyTuple_SET_ITEM(out, 0, THPVariable_Wrap(std::move(dq)));
+  PyTuple_SET_ITEM(out, 1, THPVariable_Wrap(std::move(dk)));
+  PyTuple_SET_ITEM(out, 2, THPVariable_Wrap(std::move(dv)));
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_floe_torch, m) {
+  m.doc() = "floe's eager torch ops, the plan-cache hits' path, in C++ (optional)";
+  m.attr("TORCH_VERSION") = FLOE_TORCH_VERSION;
+
+  // api_capsule: _floe._C_API; tick: the Python LRU's clock; maxsize: its bound (entries kept
+  // here: twice that, Python's evictions dropped first).
+  m.def("configure", [](nb::handle api_capsule, nb::handle tick, size_t maxsize) {
+    auto* table = static_cast<const floe_py::CApi*>(
+        PyCapsule_GetPointer(api_capsule.ptr(), "floe._floe._C_API"));
+    if (table == nullptr) throw nb::python_error();
+    if (table->version != floe_py::kCApiVersion) {
+      throw std::runtime_error("floe._floe_torch: floe._floe's C API is of another version");
+    }
+    api = table;
+    clear();
+    Py_XDECREF(tick_counter);
+    tick_counter = tick.inc_ref().ptr();
+    max_entries = 2 * (maxsize ? maxsize : 1);
+  });
+  m.def("clear", [](size_t maxsize) {
+    clear();
+    max_entries = 2 * (maxsize ? maxsize : 1);
+  });
+  m.def("hits", [] { return hits; });
+  m.def("size", [] { return cache().size(); });
+
+  // stats, enable_gqa: any Python truth value (as floe.attention takes them).
+  m.def("fwd",
+        [](nb::handle q, nb::handle k, nb::handle v, nb::handle options, nb::handle stats,
+           nb::handle enable_gqa) -> nb::object {
+          const int s = PyObject_IsTrue(stats.ptr()), g = PyObject_IsTrue(enable_gqa.ptr());
+          if (s < 0 || g < 0) throw nb::python_error();
+          PyObject* r = fwd(q.ptr(), k.ptr(), v.ptr(), options.ptr(), s == 1, g == 1);
+          if (r == nullptr) throw nb::python_error();
+          return nb::steal(r);
+        });
+  m.def("bwd",
+        [](nb::handle d_o, nb::handle q, nb::handle k, nb::handle v, nb::handle o, nb::handle lse,
+           nb::handle options) -> nb::object {
+          PyObject* r =
+              bwd(d_o.ptr(), q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr(), options.ptr());
+          if (r == nullptr) throw nb::python_error();
+          return nb::steal(r);
+        });
+  // entry: the Python LRU's [plan, tick] that the same call found or built.
+  m.def("remember_fwd", [](nb::handle q, nb::handle k, nb::handle v, nb::handle options, bool stats,
+                           nb::handle entry) {
+    const at::Tensor* ts[3];
+    Key key;
+    if (forward_tensors(q.ptr(), k.ptr(), v.ptr(), true, ts) &&
+        make_key(key, ts, 3, options.ptr(), stats ? 1 : 0)) {
+      remember(key, entry.ptr());
+    }
+  });
+  m.def("remember_bwd", [](nb::handle d_o, nb::handle q, nb::handle k, nb::handle v, nb::handle o,
+                           nb::handle lse, nb::handle options, nb::handle entry) {
+    const at::Tensor* ts[6];
+    Key key;
+    if (backward_tensors(d_o.ptr(), q.ptr(), k.ptr(), v.ptr(), o.ptr(), lse.ptr(), ts) &&
+        make_key(key, ts, 6, options.ptr(), 2)) {
+      remember(key, entry.ptr());
+    }
+  });
+}
