@@ -169,7 +169,9 @@ struct Buf {
   }
 };
 
-// The variant under test (build with -DHV_OVERLAP=0/1 -DHV_DBUF=0/1 -DHV_STAGES=N).
+// The variant under test (build with -DHV_OVERLAP=0/1 -DHV_DBUF=0/1 -DHV_STAGES=N -DHV_BM=64/80
+// -DHV_DQFIRST=0/1 for d128; -DHV_BM64=64/128 -DHV_DBUF64=0/1 for d64). The library's tiles:
+// -DHV_BM=80 -DHV_DQFIRST=1 -DHV_BM64=128.
 #ifndef HV_OVERLAP
 #define HV_OVERLAP 1
 #endif
@@ -187,7 +189,14 @@ struct Buf {
 #endif
 using T128 =
     BwdTraitsOf<cute::bfloat16_t, 128, HV_BM, 128, HV_STAGES, HV_OVERLAP, HV_DBUF, HV_DQFIRST>;
-using T64 = BwdTraitsOf<cute::bfloat16_t, 64, 64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF, HV_DQFIRST>;
+#ifndef HV_BM64
+#define HV_BM64 64
+#endif
+#ifndef HV_DBUF64
+#define HV_DBUF64 HV_DBUF
+#endif
+using T64 =
+    BwdTraitsOf<cute::bfloat16_t, 64, HV_BM64, 128, HV_STAGES, HV_OVERLAP, HV_DBUF64, HV_DQFIRST>;
 
 template <class T>
 struct Runner {
@@ -433,8 +442,8 @@ static bool run_case(const Case& c, std::mt19937& gen, bool time_it) {
     double flops = 2.5 * 4.0 * c.b * c.hq * (double)c.sq * c.skv * c.d;
     if (c.mask) flops /= 2;
     printf("TIME bm%d ov%d db%d st%d dq%d %s: b%d hq%d hkv%d s%d d%d%s: %.3f ms  %.1f TFLOP/s\n",
-           HV_BM, HV_OVERLAP, HV_DBUF, HV_STAGES, HV_DQFIRST, c.name, c.b, c.hq, c.hkv, c.sq, c.d,
-           c.mask ? " causal" : "", ms, flops / ms / 1e9);
+           T::kBlockM, HV_OVERLAP, int(T::kDoubleBufferDs), HV_STAGES, HV_DQFIRST, c.name, c.b,
+           c.hq, c.hkv, c.sq, c.d, c.mask ? " causal" : "", ms, flops / ms / 1e9);
   }
   for (void* x : {(void*)q.p,   (void*)k.p,  (void*)v.p,   (void*)o.p,   (void*)dO.p,
                   (void*)dq.p,  (void*)dk.p, (void*)dv.p,  (void*)o32.p, (void*)lse.p,
@@ -469,13 +478,16 @@ int main(int argc, char** argv) {
       {"d64-plain", 2, 4, 2, 512, 512, 64, false, {}, {}, {}},
       {"d64-causal-br-pad", 2, 4, 1, 200, 500, 64, true, causal_br, {200, 150}, {500, 333}},
       {"d64-window-pad", 2, 2, 1, 384, 384, 64, true, window, {384, 257}, {300, 384}},
+      {"d64-odd-lengths", 1, 2, 2, 301, 437, 64, false, {}, {}, {}},
+      {"d64-causal", 2, 4, 4, 421, 421, 64, true, causal, {}, {}},
+      {"d64-pad-nomask", 2, 4, 2, 256, 256, 64, false, {}, {190, 256}, {256, 70}},
   };
   for (auto& c : cases64) fails += !run_case<T64>(c, gen, false);
   printf("CHECKS (overlap %d, dbuf %d, stages %d): %d failed\n", HV_OVERLAP, HV_DBUF, HV_STAGES,
          fails);
   if (fails == 0) {
     // 16k tokens, hidden 2048 (floe bench's sweep).
-    for (int s : {4096, 16384}) {
+    for (int s : {1024, 4096, 16384}) {
       const int b = 16384 / s;
       for (bool m : {false, true}) {
         run_case<T128>({"d128", b, 16, 16, s, s, 128, m, causal, {}, {}}, gen, true);

@@ -1,5 +1,5 @@
 // sm90 backward: the tiles (host and device read the same table): 128 keys per CTA (two consumer
-// warpgroups of 64 keys), 64 or 80 queries per visit, a 2-stage Q / dO ring.
+// warpgroups of 64 keys), 80 (d128) or 128 (d64) queries per visit, a 2-stage Q / dO ring.
 #pragma once
 
 namespace floe::detail::sm90 {
@@ -16,9 +16,11 @@ struct BwdTileShape {
 // d128: 80-row query tiles (dQ computed transposed) with dQ issued before dK. H200, bf16, S 16k,
 // in one call through the library (floe bench): 564 TFLOP/s against 527 for 64-row tiles with the
 // order dV, dK, dQ; the dev harness: 64 rows 537 / dQ first 570, 80 rows 546 / dQ first 578.
-// d64: 64-row tiles, order dV, dK, dQ: 400 (sm80: 292); dQ first 425 in the dev harness, so d64
-// issues dQ first too (session 8: through the library and the pinned battery in one call).
-inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2, true},
+// d64: 128-row query tiles (FA3's d64 tile; dQ split along the queries between the warpgroups),
+// dQ issued first. 64-row tiles gave 400 (order dV, dK, dQ) and 418 (dQ first) at S 16k through
+// the library; a visit of 64 x 64 per warpgroup was too short for its fixed cost (barriers, stats,
+// the dQ hand-off) and its N = 64 products.
+inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 128, 128, 2, true},
                                                                {"d128", 128, 80, 128, 2, true}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {

@@ -82,13 +82,18 @@ struct BwdTraitsOf {
   // N = queries, K = keys (K^T read MN-major, dS K-major, both from the same smem tiles).
   static constexpr bool kDqSwapAB = kBlockM % 64 != 0;
   static_assert(!kDqSwapAB || kD == 64 * kConsumerWarpgroups, "dQ^T: d is 64 per warpgroup");
+  // A query tile of 64 rows per warpgroup (128: FA3's d64 tile) splits dQ along the queries, as
+  // FA3 does there: each warpgroup's product is 64 x d from its own half of dS (a split of d
+  // would give each two M atoms of N = 32 reading all of dS; not measured). A 64-row tile splits d.
+  static constexpr bool kDqSplitM = !kDqSwapAB && kBlockM == 64 * kConsumerWarpgroups;
   template <bool kSwap, int = 0>
-  struct DqMma {  // dQ = dS K: M = queries, N = d split between the warpgroups
+  struct DqMma {  // dQ = dS K: M = queries, N = d, split between the warpgroups (above)
+    using AtomShape = std::conditional_t<kDqSplitM, cute::Shape<cute::_64, D, BN>,
+                                         cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>>;
     using type = decltype(cute::make_tiled_mma(
-        cute::GMMA::ss_op_selector<Element, Element, float,
-                                   cute::Shape<BM, cute::Int<kD / kConsumerWarpgroups>, BN>,
-                                   cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
-        WGsN{}));
+        cute::GMMA::ss_op_selector<Element, Element, float, AtomShape, cute::GMMA::Major::K,
+                                   cute::GMMA::Major::MN>(),
+        std::conditional_t<kDqSplitM, WGsM, WGsN>{}));
   };
   template <int kUnused>
   struct DqMma<true, kUnused> {  // dQ^T = K^T dS^T: M = d split between the warpgroups
