@@ -50,6 +50,7 @@ struct FwdChoice {
   FwdTile tile = FwdTile::d128;
   bool score_mod = false;  // softcap or bias (and a sink beside them): the score-mod kernel
   bool sink = false;       // a sink alone: the plain kernel's sink sibling
+  bool pingpong = false;   // the plain kernel with pingpong (short key sequences)
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
@@ -103,6 +104,29 @@ std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) 
   return "";
 }
 
+// The plain kernel with pingpong between its two consumer warpgroups (fwd_kernels.h) up to this
+// many keys. A short sequence gives a query tile few key tiles, so what a warpgroup does once a
+// tile (its first softmax, alone; its last P V; its epilogue) is a large share of the tile: with
+// pingpong the other warpgroup's products run under it. At long sequences pingpong measured 1%
+// slower (d128 S 16k: 700 against 709 TFLOP/s, fwd_tiles.h), the overlap inside a warpgroup
+// already hiding the softmax.
+constexpr int64_t kPingpongMaxKeys = 2048;
+
+// FLOE_SM90_FWD_PINGPONG = 0 | 1 overrides the choice at plan time (the A/B knob); any other value
+// makes sm90 decline, naming it.
+std::string choose_pingpong(const Facts& f, FwdChoice* c) {
+  const bool can = !c->score_mod && !c->sink && fwd_tile_shape(c->tile).consumer_warpgroups == 2;
+  c->pingpong = can && f.s_kv <= kPingpongMaxKeys;
+  if (const char* env = std::getenv("FLOE_SM90_FWD_PINGPONG"); env != nullptr && *env != '\0') {
+    const std::string value(env);
+    if (value != "0" && value != "1") {
+      return "FLOE_SM90_FWD_PINGPONG=" + value + ": must be 0 or 1";
+    }
+    c->pingpong = can && value == "1";
+  }
+  return "";
+}
+
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.backward()) return "backward: sm90 serves the forward only";
@@ -130,13 +154,15 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   // sibling folds a sink in at the end; a negative scale is declined above.
   c.score_mod = f.has_softcap || f.has(TensorId::bias);
   c.sink = !c.score_mod && f.has(TensorId::sink);
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink);
+  if (std::string why = choose_pingpong(f, &c); !why.empty()) return why;
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink, c.pingpong);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
            to_string(f.dtype) +
-           (c.score_mod ? ", score-mod)"
-            : c.sink    ? ", sink)"
-                        : ")");
+           (c.score_mod  ? ", score-mod)"
+            : c.sink     ? ", sink)"
+            : c.pingpong ? ", pingpong)"
+                         : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +
@@ -194,12 +220,20 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   return p;
 }
 
+// Q's map: boxes of one consumer warpgroup's 64 rows and one 64-column chunk (fwd_mainloop.cuh's
+// load_q: each warpgroup's rows load on their own barrier).
+TmaTensor q_rows_tensor(const Facts& f) {
+  TmaTensor t = tma_tensor(f, TensorId::q, 64);
+  t.box_chunks = 1;
+  return t;
+}
+
 class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
                   FwdSchedule schedule, unsigned grid, DeviceKernel function)
       : params_(params),
-        q_(tma_tensor(f, TensorId::q, fwd_tile_shape(tile).block_m)),
+        q_(q_rows_tensor(f)),
         k_(tma_tensor(f, TensorId::k, fwd_tile_shape(tile).block_n)),
         v_(tma_tensor(f, TensorId::v, fwd_tile_shape(tile).block_n)),
         kernel_(kernel),
@@ -309,8 +343,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_forward(const Facts& facts, const
   const unsigned grid =
       static_cast<unsigned>(kernels::PersistentTileScheduler::grid(params.tiles, c->ctas));
   DeviceKernel function;
-  if (Status st = resolve_on_device(
-          c->kernel->name, c->kernel->steps.step[0].symbol, target, &function);
+  if (Status st =
+          resolve_on_device(c->kernel->name, c->kernel->steps.step[0].symbol, target, &function);
       !st) {
     return st;
   }
