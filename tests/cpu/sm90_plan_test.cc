@@ -130,6 +130,16 @@ TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
             std::string::npos)
       << plan->explain();
 
+  // Causal at S 512: longest first with snake (a head's K and V are small enough for L2).
+  Problem short_causal = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
+  short_causal.set_mask(Mask{MaskAlign::top_left, std::nullopt, 0});
+  plan = Plan::build(short_causal, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find(std::to_string(h100.sm_count) +
+                                 " CTAs (persistent, longest first, snake, 2048 query tiles)"),
+            std::string::npos)
+      << plan->explain();
+
   // Fewer tiles than SMs: one CTA each.
   plan = Plan::build(Problem::forward(Shape{1, 2, 2, 300, 300, 128, 128}, DType::bf16), h100);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -198,7 +208,7 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
   EXPECT_EQ(plan->explain().find("score mod"), std::string::npos) << plan->explain();
 }
 
-// Plain problems take the plain kernel with pingpong up to 2048 keys (a query tile's once-a-tile
+// Plain problems take the plain kernel with pingpong up to 4096 keys (a query tile's once-a-tile
 // work is then a large share of it), the plain kernel beyond; FLOE_SM90_FWD_PINGPONG = 0 | 1
 // overrides that at plan time and refuses any other value by name.
 TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
@@ -206,7 +216,7 @@ TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
   const std::string saved = old != nullptr ? old : "";
   unsetenv("FLOE_SM90_FWD_PINGPONG");
   const Problem short_s = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
-  const Problem long_s = Problem::forward(Shape{4, 16, 16, 4096, 4096, 128, 128}, DType::bf16);
+  const Problem long_s = Problem::forward(Shape{2, 16, 16, 8192, 8192, 128, 128}, DType::bf16);
   if (!built(short_s)) GTEST_SKIP() << "sm90 d128 bf16 not built";
   auto explain = [](const Problem& p) {
     auto plan = Plan::build(p, Target::cuda_arch(90));

@@ -157,8 +157,8 @@ struct FwdMainloop {
   }
 
   // it0: as in load(); the caller has waited for its warpgroup's Q rows. Where O has a buffer
-  // of its own, the warpgroup frees its Q rows once its last S is in, so that the next tile's
-  // rows load under its last softmax, P V and epilogue (else the caller frees them after the
+  // of its own, the warpgroup frees its Q rows once its last S is in and softmaxed, so that the
+  // next tile's rows load under its last P V and epilogue (else the caller frees them after the
   // epilogue).
   template <class AccO, class Softmax>
   __device__ __forceinline__ static void compute(const FwdParams& p, Storage& ss, int ctid, int m0,
@@ -203,11 +203,7 @@ struct FwdMainloop {
     auto release_v = [&](int t) __attribute__((always_inline)) {
       Barrier::arrive(&ss.v_empty[(it0 + t) % kStages]);
     };
-    auto release_q = [&](int t) __attribute__((always_inline)) {
-      if constexpr (T::kOwnO) {
-        if (t == order.n_tiles - 1) Barrier::arrive(&ss.q_empty[ctid / 128]);
-      }
-    };
+
     // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
@@ -276,7 +272,6 @@ struct FwdMainloop {
       pass_turn();
       warpgroup_wait<0>();
       release_k(0);
-      release_q(0);
       // Padding rows of V are zeroed here, outside the turns (both warpgroups meet at a barrier).
       if (pad_kv) {
         TxBarrier::wait(&ss.v_full[it0 % kStages], (it0 / kStages) & 1);
@@ -298,7 +293,6 @@ struct FwdMainloop {
       pass_turn();
       warpgroup_wait<1>();  // S_t is in
       release_k(t);
-      release_q(t);
       mask(acc_s, t, kind);
       float correction[Softmax::kRowCount];
       const bool grew = softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
@@ -330,6 +324,10 @@ struct FwdMainloop {
     CUTE_NO_UNROLL
     for (; t < order.n_tiles; ++t) step(t, Int<kernels::kNoMask>{});
 
+    // Every Q K^T is in: where O has a buffer of its own, this warpgroup's Q rows are free (a
+    // release inside the last step, one softmax earlier, cost 3-4% at S 1k-2k without pingpong:
+    // ptxas scheduled the step's loop differently).
+    if constexpr (T::kOwnO) Barrier::arrive(&ss.q_empty[ctid / 128]);
     warpgroup_fence_operand(rP);
     take_turn();
     issue_pv(order.n_tiles - 1, tOrP);

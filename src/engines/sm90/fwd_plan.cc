@@ -70,9 +70,12 @@ struct FwdChoice {
 // A value the knob does not know makes sm90 decline, naming it: a typo must not measure the
 // default schedule while claiming another.
 std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
-  c->schedule = !heavy_last_m(f)          ? FwdSchedule::persistent
-                : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
-                                          : FwdSchedule::grid;
+  // Causal d128 at S 512 (a head's K and V: 256 KB): longest first with snake, 253 against 236
+  // TFLOP/s a CTA per tile (session 9; session 6 measured +6% too); at 1k-4k it lost 2-9%.
+  const bool short_lpt = c->tile == FwdTile::d128 && f.s_kv <= 512;
+  c->schedule = !heavy_last_m(f)                       ? FwdSchedule::persistent
+                : c->tile == FwdTile::d64 || short_lpt ? FwdSchedule::lpt_snake
+                                                       : FwdSchedule::grid;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
   if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
     const std::string value(env);
@@ -107,10 +110,11 @@ std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) 
 // The plain kernel with pingpong between its two consumer warpgroups (fwd_kernels.h) up to this
 // many keys. A short sequence gives a query tile few key tiles, so what a warpgroup does once a
 // tile (its first softmax, alone; its last P V; its epilogue) is a large share of the tile: with
-// pingpong the other warpgroup's products run under it. At long sequences pingpong measured 1%
-// slower (d128 S 16k: 700 against 709 TFLOP/s, fwd_tiles.h), the overlap inside a warpgroup
-// already hiding the softmax.
-constexpr int64_t kPingpongMaxKeys = 2048;
+// pingpong the other warpgroup's products run under it. H200, d128, TFLOP/s without / with
+// (session 9, one call): S 512 423 / 462, 1k 516 / 569, 2k 594 / 635, 4k 650 / 667. At 16k
+// pingpong measured 1% slower in session 6 (700 against 709, fwd_tiles.h) and within the noise
+// of that point's two modes in session 9, so long sequences keep the plain kernel.
+constexpr int64_t kPingpongMaxKeys = 4096;
 
 // FLOE_SM90_FWD_PINGPONG = 0 | 1 overrides the choice at plan time (the A/B knob); any other value
 // makes sm90 decline, naming it.
