@@ -20,8 +20,8 @@ using FwdKernel = KernelEntry<FwdParams, unsigned>;
 // sink beside them), named <base>_<dtype>_score_mod; the sink one (a sink alone: the plain main
 // loop, the sink folded in by the epilogue), named <base>_<dtype>_sink; the plain kernel with
 // pingpong between its two consumer warpgroups (short sequences: one warpgroup's softmax and
-// epilogue run under the other's products), named <base>_<dtype>_pingpong (a tile with three
-// consumer warpgroups has none: the plain kernel again).
+// epilogue run under the other's products), named <base>_<dtype>_pingpong (d128 only, where it
+// was measured; the other tiles' entry is their plain kernel again).
 enum class FwdVariant : int { plain = 0, score_mod = 1, sink = 2, pingpong = 3 };
 struct FwdVariants {
   using Variant = FwdVariant;

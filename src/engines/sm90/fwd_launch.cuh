@@ -45,11 +45,11 @@ struct SinkTraits : Base {
   static constexpr bool kSink = true;
 };
 
-// The plain kernel with pingpong where the tile has two consumer warpgroups (else the plain kernel
-// itself: the same instantiation).
+// The plain kernel with pingpong: d128's, the tile it was measured on (session 9); elsewhere the
+// plain kernel itself, the same instantiation (the plan never asks for it there).
 template <FwdTile kTile, class Element>
 using PingpongTraits = std::conditional_t<
-    fwd_tile_shape(kTile).consumer_warpgroups == 2,
+    kTile == FwdTile::d128 && fwd_tile_shape(kTile).consumer_warpgroups == 2,
     FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
                 fwd_tile_shape(kTile).consumer_warpgroups, fwd_tile_shape(kTile).stages, true,
                 false, fwd_tile_shape(kTile).d_v()>,

@@ -119,7 +119,8 @@ constexpr int64_t kPingpongMaxKeys = 4096;
 // FLOE_SM90_FWD_PINGPONG = 0 | 1 overrides the choice at plan time (the A/B knob); any other value
 // makes sm90 decline, naming it.
 std::string choose_pingpong(const Facts& f, FwdChoice* c) {
-  const bool can = !c->score_mod && !c->sink && fwd_tile_shape(c->tile).consumer_warpgroups == 2;
+  // d128 only: the tile it was measured on (fwd_launch.cuh builds no pingpong kernel elsewhere).
+  const bool can = !c->score_mod && !c->sink && c->tile == FwdTile::d128;
   c->pingpong = can && f.s_kv <= kPingpongMaxKeys;
   if (const char* env = std::getenv("FLOE_SM90_FWD_PINGPONG"); env != nullptr && *env != '\0') {
     const std::string value(env);
