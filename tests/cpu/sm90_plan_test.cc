@@ -130,6 +130,16 @@ TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
             std::string::npos)
       << plan->explain();
 
+  // Causal at S 512: longest first with snake (a head's K and V are small enough for L2).
+  Problem short_causal = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
+  short_causal.set_mask(Mask{MaskAlign::top_left, std::nullopt, 0});
+  plan = Plan::build(short_causal, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NE(plan->explain().find(std::to_string(h100.sm_count) +
+                                 " CTAs (persistent, longest first, snake, 2048 query tiles)"),
+            std::string::npos)
+      << plan->explain();
+
   // Fewer tiles than SMs: one CTA each.
   plan = Plan::build(Problem::forward(Shape{1, 2, 2, 300, 300, 128, 128}, DType::bf16), h100);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -194,9 +204,56 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
 
   plan = Plan::build(Problem::forward(shape, DType::bf16), Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
-      << plan->explain();
+  EXPECT_NE(plan->explain().find("plan: sm90_fwd_d128_bf16"), std::string::npos) << plan->explain();
   EXPECT_EQ(plan->explain().find("score mod"), std::string::npos) << plan->explain();
+}
+
+// Plain problems take the plain kernel with pingpong up to 4096 keys (a query tile's once-a-tile
+// work is then a large share of it), the plain kernel beyond; FLOE_SM90_FWD_PINGPONG = 0 | 1
+// overrides that at plan time and refuses any other value by name.
+TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
+  const char* old = std::getenv("FLOE_SM90_FWD_PINGPONG");
+  const std::string saved = old != nullptr ? old : "";
+  unsetenv("FLOE_SM90_FWD_PINGPONG");
+  const Problem short_s = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
+  const Problem long_s = Problem::forward(Shape{2, 16, 16, 8192, 8192, 128, 128}, DType::bf16);
+  if (!built(short_s)) GTEST_SKIP() << "sm90 d128 bf16 not built";
+  auto explain = [](const Problem& p) {
+    auto plan = Plan::build(p, Target::cuda_arch(90));
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->explain() : std::string();
+  };
+  EXPECT_NE(explain(short_s).find("plan: sm90_fwd_d128_bf16_pingpong: tile d128"),
+            std::string::npos)
+      << explain(short_s);
+  EXPECT_NE(explain(long_s).find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
+      << explain(long_s);
+  // Score mods keep their kernels.
+  Problem capped = short_s;
+  capped.set_softcap(30.0);
+  if (built(capped)) {
+    EXPECT_NE(explain(capped).find("plan: sm90_fwd_d128_bf16_score_mod"), std::string::npos);
+  }
+  setenv("FLOE_SM90_FWD_PINGPONG", "0", 1);
+  EXPECT_NE(explain(short_s).find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
+      << explain(short_s);
+  setenv("FLOE_SM90_FWD_PINGPONG", "1", 1);
+  EXPECT_NE(explain(long_s).find("plan: sm90_fwd_d128_bf16_pingpong: tile d128"), std::string::npos)
+      << explain(long_s);
+  setenv("FLOE_SM90_FWD_PINGPONG", "yes", 1);
+  {
+    auto plan = Plan::build(short_s, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_NE(v->reason.find("FLOE_SM90_FWD_PINGPONG=yes"), std::string::npos) << v->reason;
+  }
+  if (old != nullptr) {
+    setenv("FLOE_SM90_FWD_PINGPONG", saved.c_str(), 1);
+  } else {
+    unsetenv("FLOE_SM90_FWD_PINGPONG");
+  }
 }
 
 TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
@@ -220,6 +277,11 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   EXPECT_NE(s, m);
   EXPECT_STREQ(s->name, "sm90_fwd_d128_bf16_sink");
   EXPECT_EQ(s->smem_bytes, k->smem_bytes);  // the plain kernel's storage
+  const auto* pp =
+      detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16, false, false, true);
+  ASSERT_NE(pp, nullptr);
+  EXPECT_STREQ(pp->name, "sm90_fwd_d128_bf16_pingpong");
+  EXPECT_EQ(pp->smem_bytes, k->smem_bytes);
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }
 

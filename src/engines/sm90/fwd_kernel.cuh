@@ -72,8 +72,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
   const int warpgroup = tid / 128;
 
   if (tid == 0) {
-    cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
-    cutlass::arch::ClusterBarrier::init(&ss.q_empty, T::kConsumerThreads);
+    CUTE_UNROLL
+    for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full[w], 1);
+      cutlass::arch::ClusterBarrier::init(&ss.q_empty[w], 128);
+    }
     CUTE_UNROLL
     for (int s = 0; s < T::kStages; ++s) {
       cutlass::arch::ClusterTransactionBarrier::init(&ss.k_full[s], 1);
@@ -103,8 +106,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
         const FwdTileWork w = fwd_tile_work<T>(p, linear);
         if (w.kt.empty()) {
           // No load, but the Q barriers still turn: the consumers pass them, writing O = 0.
-          Barrier::wait(&ss.q_empty, (j & 1) ^ 1);
-          TxBarrier::arrive(&ss.q_full);
+          CUTE_UNROLL
+          for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
+            Barrier::wait(&ss.q_empty[w], (j & 1) ^ 1);
+            TxBarrier::arrive(&ss.q_full[w]);
+          }
           continue;
         }
         const TileOrder order(w.kt);
@@ -130,19 +136,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
       kernels::OnlineSoftmax<kRows> softmax;
       softmax.init();
-      TxBarrier::wait(&ss.q_full, j & 1);
+      const int wg = ctid / 128;
+      TxBarrier::wait(&ss.q_full[wg], j & 1);
       if (!w.kt.empty()) {
+        // Where O has a buffer of its own, compute() frees this warpgroup's Q rows after its last
+        // Q K^T, so that the next tile's rows load under the rest of this one.
         const TileOrder order(w.kt);
         FwdMainloop<T>::compute(p, ss, ctid, w.m0, w.skv_b, w.kt, order, it, acc_o, softmax);
         it += order.n_tiles;
+      } else if constexpr (T::kOwnO) {
+        Barrier::arrive(&ss.q_empty[wg]);
       }
-      // The products are done with Q: where O has a buffer of its own, the next Q loads under the
-      // epilogue; else the epilogue's accesses (generic proxy) come before the next Q's TMA write.
-      if constexpr (T::kOwnO) Barrier::arrive(&ss.q_empty);
       fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, w.sq_b, acc_o, softmax);
+      // O staged in Q's buffer (this warpgroup's rows of it): the epilogue's accesses (generic
+      // proxy) come before the next Q's TMA write.
       if constexpr (!T::kOwnO) {
         cutlass::arch::fence_view_async_shared();
-        Barrier::arrive(&ss.q_empty);
+        Barrier::arrive(&ss.q_empty[wg]);
       }
     }
   }

@@ -18,13 +18,19 @@ using FwdKernel = KernelEntry<FwdParams, unsigned>;
 
 // A tile's variants beside the dtype: the plain kernel; the score-mod one (softcap, bias, and a
 // sink beside them), named <base>_<dtype>_score_mod; the sink one (a sink alone: the plain main
-// loop, the sink folded in by the epilogue), named <base>_<dtype>_sink.
-enum class FwdVariant : int { plain = 0, score_mod = 1, sink = 2 };
+// loop, the sink folded in by the epilogue), named <base>_<dtype>_sink; the plain kernel with
+// pingpong between its two consumer warpgroups (short sequences: one warpgroup's softmax and
+// epilogue run under the other's products), named <base>_<dtype>_pingpong (d128 only, where it
+// was measured; the other tiles' entry is their plain kernel again).
+enum class FwdVariant : int { plain = 0, score_mod = 1, sink = 2, pingpong = 3 };
 struct FwdVariants {
   using Variant = FwdVariant;
-  static constexpr int kCount = 3;
+  static constexpr int kCount = 4;
   static constexpr const char* suffix(FwdVariant v) {
-    return v == FwdVariant::score_mod ? "score_mod" : v == FwdVariant::sink ? "sink" : "";
+    return v == FwdVariant::score_mod  ? "score_mod"
+           : v == FwdVariant::sink     ? "sink"
+           : v == FwdVariant::pingpong ? "pingpong"
+                                       : "";
   }
 };
 
@@ -35,13 +41,14 @@ const FwdKernel* fwd_kernel_d256(DType dtype, FwdVariant variant);
 const FwdKernel* fwd_kernel_d192_128(DType dtype, FwdVariant variant);
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false,
-                                        bool sink = false) {
+                                        bool sink = false, bool pingpong = false) {
   static constexpr TileLookup<FwdKernel, FwdVariant> kLookups[kFwdTileCount] = {
       &fwd_kernel_d64, &fwd_kernel_d128, &fwd_kernel_d256, &fwd_kernel_d192_128};
   return find_kernel(kLookups, tile, dtype,
-                     score_mod ? FwdVariant::score_mod
-                     : sink    ? FwdVariant::sink
-                               : FwdVariant::plain);
+                     score_mod  ? FwdVariant::score_mod
+                     : sink     ? FwdVariant::sink
+                     : pingpong ? FwdVariant::pingpong
+                                : FwdVariant::plain);
 }
 
 }  // namespace floe::detail::sm90

@@ -45,6 +45,16 @@ struct SinkTraits : Base {
   static constexpr bool kSink = true;
 };
 
+// The plain kernel with pingpong: d128's, the tile it was measured on (session 9); elsewhere the
+// plain kernel itself, the same instantiation (the plan never asks for it there).
+template <FwdTile kTile, class Element>
+using PingpongTraits = std::conditional_t<
+    kTile == FwdTile::d128 && fwd_tile_shape(kTile).consumer_warpgroups == 2,
+    FwdTraitsOf<Element, fwd_tile_shape(kTile).d, fwd_tile_shape(kTile).block_n,
+                fwd_tile_shape(kTile).consumer_warpgroups, fwd_tile_shape(kTile).stages, true,
+                false, fwd_tile_shape(kTile).d_v()>,
+    FwdTraits<kTile, Element>>;
+
 template <FwdTile kTile>
 struct FwdTileInstances {
   // The planner takes the tile's rows from fwd_tiles.h (its TMA boxes).
@@ -52,10 +62,11 @@ struct FwdTileInstances {
   template <class Element, FwdVariant kVariant>
   using Instance = FwdInstanceOf<std::conditional_t<
       kVariant == FwdVariant::sink, SinkTraits<FwdTraits<kTile, Element>>,
-      FwdTraits<kTile, Element, kVariant == FwdVariant::score_mod>>>;
+      std::conditional_t<kVariant == FwdVariant::pingpong, PingpongTraits<kTile, Element>,
+                         FwdTraits<kTile, Element, kVariant == FwdVariant::score_mod>>>>;
 };
 
-// The instantiations of a tile: {f16, bf16} x {plain, score-mod, sink}.
+// The instantiations of a tile: {f16, bf16} x {plain, score-mod, sink, pingpong}.
 template <FwdTile kTile>
 const FwdKernel* fwd_tile_kernel(DType dtype, FwdVariant variant) {
   static const TileKernels<FwdKernel, FwdVariants> kernels(

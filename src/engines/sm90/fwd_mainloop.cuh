@@ -94,13 +94,29 @@ struct FwdMainloop {
     }
   }
 
-  // The Q tile, once the consumers are done with the buffer (their previous tile's epilogue
-  // stages O in it).
+  // The Q tile, a consumer warpgroup's 64 rows at a time, each once that warpgroup is done with
+  // its rows (its last Q K^T where O has a buffer of its own, else its epilogue, which stages O
+  // in them). A box is 64 rows of one 64-column chunk (the plan's Q map), written where the
+  // [d / 64][block_m][64] tile keeps those rows.
   __device__ __forceinline__ static void load_q(const FwdParams& p, Storage& ss, int m0, int h,
                                                 int b, uint32_t q_phase) {
-    Barrier::wait(&ss.q_empty, q_phase ^ 1);
-    TxBarrier::arrive_and_expect_tx(&ss.q_full, T::kQBytes);
-    cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full, kCacheHint, ss.q.data(), 0, m0, 0, h, b);
+    CUTE_UNROLL
+    for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
+      Barrier::wait(&ss.q_empty[w], q_phase ^ 1);
+      // Rows wholly past s_q: no load (the warpgroup's products run on what the buffer holds,
+      // row by row, and the epilogue writes none of those rows).
+      if (m0 + 64 * w >= p.s_q) {
+        TxBarrier::arrive(&ss.q_full[w]);
+        continue;
+      }
+      TxBarrier::arrive_and_expect_tx(&ss.q_full[w], T::kQRowsBytes);
+      CUTE_UNROLL
+      for (int c = 0; c < T::kD / 64; ++c) {
+        cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full[w], kCacheHint,
+                                     ss.q.data() + (c * T::kBlockM + 64 * w) * 64, 0, m0 + 64 * w,
+                                     c, h, b);
+      }
+    }
   }
 
   // The bias tile of (query rows m0.., keys n0..) into the bias ring's `stage`, in boxes of 64
@@ -140,7 +156,10 @@ struct FwdMainloop {
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
   }
 
-  // it0: as in load(); the caller has waited for the Q tile.
+  // it0: as in load(); the caller has waited for its warpgroup's Q rows. Where O has a buffer
+  // of its own, the warpgroup frees its Q rows once its last S is in and softmaxed, so that the
+  // next tile's rows load under its last P V and epilogue (else the caller frees them after the
+  // epilogue).
   template <class AccO, class Softmax>
   __device__ __forceinline__ static void compute(const FwdParams& p, Storage& ss, int ctid, int m0,
                                                  int skv_b, const kernels::KeyTiles& kt,
@@ -184,6 +203,7 @@ struct FwdMainloop {
     auto release_v = [&](int t) __attribute__((always_inline)) {
       Barrier::arrive(&ss.v_empty[(it0 + t) % kStages]);
     };
+
     // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
@@ -304,6 +324,10 @@ struct FwdMainloop {
     CUTE_NO_UNROLL
     for (; t < order.n_tiles; ++t) step(t, Int<kernels::kNoMask>{});
 
+    // Every Q K^T is in: where O has a buffer of its own, this warpgroup's Q rows are free. (A
+    // release inside the last step, one softmax earlier, measured the same within noise on the
+    // H200 and adds a test to the step's loop.)
+    if constexpr (T::kOwnO) Barrier::arrive(&ss.q_empty[ctid / 128]);
     warpgroup_fence_operand(rP);
     take_turn();
     issue_pv(order.n_tiles - 1, tOrP);

@@ -51,6 +51,7 @@ struct FwdChoice {
   FwdTile tile = FwdTile::d128;
   bool score_mod = false;  // softcap or bias (and a sink beside them): the score-mod kernel
   bool sink = false;       // a sink alone: the plain kernel's sink sibling
+  bool pingpong = false;   // the plain kernel with pingpong (short key sequences)
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
@@ -70,9 +71,12 @@ struct FwdChoice {
 // A value the knob does not know makes sm90 decline, naming it: a typo must not measure the
 // default schedule while claiming another.
 std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
-  c->schedule = !heavy_last_m(f)          ? FwdSchedule::persistent
-                : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
-                                          : FwdSchedule::grid;
+  // Causal d128 at S 512 (a head's K and V: 256 KB): longest first with snake, 253 against 236
+  // TFLOP/s a CTA per tile (session 9; session 6 measured +6% too); at 1k-4k it lost 2-9%.
+  const bool short_lpt = c->tile == FwdTile::d128 && f.s_kv <= 512;
+  c->schedule = !heavy_last_m(f)                       ? FwdSchedule::persistent
+                : c->tile == FwdTile::d64 || short_lpt ? FwdSchedule::lpt_snake
+                                                       : FwdSchedule::grid;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
   if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
     const std::string value(env);
@@ -104,6 +108,31 @@ std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) 
   return "";
 }
 
+// The plain kernel with pingpong between its two consumer warpgroups (fwd_kernels.h) up to this
+// many keys. A short sequence gives a query tile few key tiles, so what a warpgroup does once a
+// tile (its first softmax, alone; its last P V; its epilogue) is a large share of the tile: with
+// pingpong the other warpgroup's products run under it. H200, d128, TFLOP/s without / with
+// (session 9, one call): S 512 423 / 462, 1k 516 / 569, 2k 594 / 635, 4k 650 / 667. At 16k
+// pingpong measured 1% slower in session 6 (700 against 709, fwd_tiles.h) and within the noise
+// of that point's two modes in session 9, so long sequences keep the plain kernel.
+constexpr int64_t kPingpongMaxKeys = 4096;
+
+// FLOE_SM90_FWD_PINGPONG = 0 | 1 overrides the choice at plan time (the A/B knob); any other value
+// makes sm90 decline, naming it.
+std::string choose_pingpong(const Facts& f, FwdChoice* c) {
+  // d128 only: the tile it was measured on (fwd_launch.cuh builds no pingpong kernel elsewhere).
+  const bool can = !c->score_mod && !c->sink && c->tile == FwdTile::d128;
+  c->pingpong = can && f.s_kv <= kPingpongMaxKeys;
+  if (const char* env = std::getenv("FLOE_SM90_FWD_PINGPONG"); env != nullptr && *env != '\0') {
+    const std::string value(env);
+    if (value != "0" && value != "1") {
+      return "FLOE_SM90_FWD_PINGPONG=" + value + ": must be 0 or 1";
+    }
+    c->pingpong = can && value == "1";
+  }
+  return "";
+}
+
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.backward()) return "backward: sm90 serves the forward only";
@@ -131,13 +160,15 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   // sibling folds a sink in at the end; a negative scale is declined above.
   c.score_mod = f.has_softcap || f.has(TensorId::bias);
   c.sink = !c.score_mod && f.has(TensorId::sink);
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink);
+  if (std::string why = choose_pingpong(f, &c); !why.empty()) return why;
+  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink, c.pingpong);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
            to_string(f.dtype) +
-           (c.score_mod ? ", score-mod)"
-            : c.sink    ? ", sink)"
-                        : ")");
+           (c.score_mod  ? ", score-mod)"
+            : c.sink     ? ", sink)"
+            : c.pingpong ? ", pingpong)"
+                         : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +
@@ -195,12 +226,20 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   return p;
 }
 
+// Q's map: boxes of one consumer warpgroup's 64 rows and one 64-column chunk (fwd_mainloop.cuh's
+// load_q: each warpgroup's rows load on their own barrier).
+TmaTensor q_rows_tensor(const Facts& f) {
+  TmaTensor t = tma_tensor(f, TensorId::q, 64);
+  t.box_chunks = 1;
+  return t;
+}
+
 class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
                   FwdSchedule schedule, unsigned grid, const StepFunctions& functions)
       : params_(params),
-        q_(tma_tensor(f, TensorId::q, fwd_tile_shape(tile).block_m)),
+        q_(q_rows_tensor(f)),
         k_(tma_tensor(f, TensorId::k, fwd_tile_shape(tile).block_n)),
         v_(tma_tensor(f, TensorId::v, fwd_tile_shape(tile).block_n)),
         kernel_(kernel),

@@ -61,7 +61,9 @@ struct FwdTileShape {
 // - Three K/V stages (d128: 225 KB of smem): d128 S 16k 708 against 692 with two, causal 670
 //   against 693; d64 (192x128) 520 against 544. Two kept.
 // - Pingpong between two consumer warpgroups, on top of the overlap inside a warpgroup, gained
-//   nothing (d128 S 16k 700 with / 709 without, causal 689 / 699; d64 443 / 460), so it is off.
+//   nothing at long sequences (d128 S 16k 700 with / 709 without, causal 689 / 699; d64 443 /
+//   460), so it is off in the table's kernels; at short ones it gains (d128 S 512 +9%, session
+//   9), which d128's pingpong sibling serves (fwd_kernels.h, fwd_plan.cc: up to 4096 keys).
 inline constexpr FwdTileShape kFwdTiles[kFwdTileCount] = {
     /* d64  */ {"d64", 64, 192, 128, 2, 3, false},    // 114 KB smem (O apart)
     /* d128 */ {"d128", 128, 128, 128, 2, 2, false},  // 193 KB (O apart)

@@ -84,7 +84,10 @@ struct FwdTraitsOf {
     // The epilogue's staging of O where it has its own (else Q's buffer; 8 unused elements).
     alignas(kOwnO ? 1024
                   : 16) cute::array_aligned<Element, kOwnO ? cute::cosize_v<SmemLayoutO> : 8> o;
-    alignas(8) uint64_t q_full, q_empty;  // the Q tile (and the epilogue's staging of O)
+    // Q a consumer warpgroup at a time: each one's 64 rows have their own full and empty
+    // barriers, so that a warpgroup frees its rows (and the producer loads the next tile's) as
+    // soon as its own products are done with them, whatever the other warpgroups are doing.
+    alignas(8) uint64_t q_full[kConsumerWarpgroups], q_empty[kConsumerWarpgroups];
     uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
     // The score-mod kernel's bias ring, at the end so that the plain kernel's offsets are those
     // it had before the ring existed (its 8 unused elements and barriers are never touched).
@@ -97,6 +100,7 @@ struct FwdTraitsOf {
                 "fwd_tiles.h undercounts the shared memory");
 
   static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
+  static constexpr uint32_t kQRowsBytes = 64 * kD * sizeof(Element);  // one warpgroup's rows
   static constexpr uint32_t kKBytes = kBlockN * kD * sizeof(Element);
   static constexpr uint32_t kVBytes = kBlockN * kDv * sizeof(Element);
   static constexpr uint32_t kBiasBytes = kBlockM * kBlockN * sizeof(Element);

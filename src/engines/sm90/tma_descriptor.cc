@@ -55,8 +55,9 @@ bool encode_tma(const TmaTensor& t, TmaDescriptor* out) {
   };
   const cuuint64_t strides[4] = {bytes(t.stride_s, t.s), static_cast<cuuint64_t>(kChunk * 2),
                                  bytes(t.stride_h, t.h), bytes(t.stride_b, t.b)};
-  const cuuint32_t box[5] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(t.box_rows),
-                             static_cast<cuuint32_t>(t.d / kChunk), 1, 1};
+  const cuuint32_t box[5] = {
+      static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(t.box_rows),
+      static_cast<cuuint32_t>(t.box_chunks > 0 ? t.box_chunks : t.d / kChunk), 1, 1};
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r =
       e.fn(reinterpret_cast<CUtensorMap*>(out),

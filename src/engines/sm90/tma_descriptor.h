@@ -24,6 +24,9 @@ struct TmaTensor {
   int64_t b = 0, h = 0, s = 0, d = 0;
   int64_t stride_b = 0, stride_h = 0, stride_s = 0;
   int box_rows = 0;
+  // Column chunks a box spans (0: all d / 64). The forward loads Q one consumer warpgroup's 64
+  // rows at a time, a chunk a box, into its rows of the [d / 64][block_m][64] tile.
+  int box_chunks = 0;
   bool bf16 = true;
 };
 
