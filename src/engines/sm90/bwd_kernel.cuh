@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
-    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b,
-                              T::kBlockM);
+    qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
+                              sq_b, skv_b, T::kBlockM);
   }
   const int n_m = qt.empty() ? 0 : qt.end - qt.begin;
   const Visits visits{h_kv * p.group, qt.begin, n_m, n_m * p.group};
@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   clear(acc_dv);
   // (key, query) of each score within the tile.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
-  const float scale_log2 = p.scale_log2;
+  const float scale_log2 = p.score.scale_log2;
   const int dq_wg = ctid / 128;
   float4* dq_out = reinterpret_cast<float4*>(ss.dq + dq_wg * T::kDqHalfFloats) + ctid % 128;
 

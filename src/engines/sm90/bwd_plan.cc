@@ -83,11 +83,11 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   fill_sizes(f, p);
   p.d = static_cast<int32_t>(f.d_qk);
   p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.mask = kernels::BandMask::from(f.mask);
+  p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.score.mask = kernels::BandMask::from(f.mask);
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
-  p.has_mask = f.mask.is_band();
+  p.score.has_mask = f.mask.is_band();
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
