@@ -247,6 +247,7 @@ struct Runner {
     p.s_q = c.sq;
     p.s_kv = c.skv;
     p.d = c.d;
+    p.d_v = c.d;
     p.scale = scale;
     p.score.scale_log2 = scale * kernels::kLog2e;
     p.score.mask = c.band;

@@ -42,7 +42,8 @@ struct BwdParams {
   kernels::Strides3 o_strides, do_strides, dq_strides, dk_strides, dv_strides, stats_strides;
 
   int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
-  int32_t s_q = 0, s_kv = 0, d = 0;
+  int32_t s_q = 0, s_kv = 0;
+  int32_t d = 0, d_v = 0;  // d_qk (dq_accum's row length) and d_v (O, dO: Delta)
 
   float scale = 0.f;  // dQ and dK are scaled by it at the end
   // Scale and band (no softcap yet): P = 2^(q.k * score.scale_log2 - lse2), as the forward's

@@ -4,13 +4,19 @@
 
 namespace floe::detail::sm90 {
 
-enum class BwdTile { d64, d128 };
-inline constexpr int kBwdTileCount = 2;
+enum class BwdTile { d64, d128, d192_128 };
+inline constexpr int kBwdTileCount = 3;
 
 struct BwdTileShape {
   const char* name;
   int d, block_m, block_n, stages;
   bool dq_before_dk;  // issue order dV, dQ, dK (bwd_traits.cuh kDqBeforeDk)
+  int dv = 0;         // d_v where it differs from d (0: d_v = d)
+  // dQ issued while dV and dK are in flight (bwd_traits.cuh kOverlapDq); off where the registers
+  // of P and dS beside dQ's accumulator would not fit.
+  bool overlap_dq = true;
+
+  constexpr int d_v() const { return dv != 0 ? dv : d; }
 };
 
 // d128: 80-row query tiles (dQ computed transposed) with dQ issued before dK. H200, bf16, S 16k,
@@ -18,18 +24,22 @@ struct BwdTileShape {
 // order dV, dK, dQ; the dev harness: 64 rows 537 / dQ first 570, 80 rows 546 / dQ first 578.
 // d64: 64-row tiles, order dV, dK, dQ: 400 (sm80: 292); dQ first 425 in the dev harness, so d64
 // issues dQ first too (session 8: through the library and the pinned battery in one call).
-inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 64, 128, 2, true},
-                                                               {"d128", 128, 80, 128, 2, true}};
+// d192x128 (Dv not padded to 192): dK and dV hold 160 of the 240 registers a consumer thread, so
+// the query tiles are 48 rows (64: 508 bytes of spill at ptxas, and serialised GMMAs), dQ waits
+// for dV (kOverlapDq off) and is computed in thirds (bwd_traits.cuh kDqThirds).
+inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
+    {"d64", 64, 64, 128, 2, true},
+    {"d128", 128, 80, 128, 2, true},
+    {"d192x128", 192, 48, 128, 2, true, 128, false}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
 }
 
-// The tile that serves (d_qk, d_v), or false: equal head dims of 64 or 128 only for now.
+// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64 or 128, or 192 / 128.
 inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* tile) {
-  if (d_qk != d_v) return false;
   for (int i = 0; i < kBwdTileCount; ++i) {
-    if (kBwdTileShapes[i].d == d_qk) {
+    if (kBwdTileShapes[i].d == d_qk && kBwdTileShapes[i].d_v() == d_v) {
       *tile = static_cast<BwdTile>(i);
       return true;
     }
