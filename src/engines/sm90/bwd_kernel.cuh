@@ -422,6 +422,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
   using Pair = cute::array<Element, 2>;
+  // Equal head dims: dK and dV share one partition and one loop (the d64 / d128 tiles' code).
   if constexpr (T::kDv == T::kD) {
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dk); i += 2) {
