@@ -1,9 +1,9 @@
 // The sm90 engine's backward planning, without a GPU: what it takes on sm_90 (f16/bf16, d_qk =
-// d_v = 64 or 128, TMA-addressable strides, GQA, masks, padding by device lengths), its three named
-// workspace chunks (a fourth, one semaphore per query tile, in deterministic mode), that explain()
-// names the tile and the mode, and the exact reasons it declines (bias, sink, softcap, other head
-// dims, strides), after which sm80 serves. Kernels missing from
-// the ci kernel set decline with their own reason; accepted for both kernel sets.
+// d_v = 64 or 128, d_qk 192 / d_v 128, TMA-addressable strides, GQA, masks, padding by device
+// lengths), its three named workspace chunks (a fourth, one semaphore per query tile, in
+// deterministic mode), that explain() names the tile and the mode, and the exact reasons it
+// declines (bias, sink, softcap, other head dims, strides), after which sm80 serves. Kernels
+// missing from the ci kernel set decline with their own reason; accepted for both kernel sets.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,6 +45,10 @@ std::vector<Named> served_problems() {
   out.push_back({"d64 gqa", Problem::backward(Shape{3, 8, 2, 100, 200, 64, 64}, DType::bf16)});
   out.push_back({"d64 f16 causal", Problem::backward(Shape{1, 2, 2, 70, 90, 64, 64}, DType::f16)
                                        .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back(
+      {"d192x128 gqa causal", Problem::backward(Shape{2, 4, 2, 100, 300, 192, 128}, DType::bf16)
+                                  .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})
+                                  .set_seq_len_kv()});
   return out;
 }
 
@@ -64,10 +68,11 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
     EXPECT_EQ(plan->engine(), "sm90");
     const TensorDesc& q = *n.problem.tensor(TensorId::q);
     detail::sm90::BwdTile tile{};
-    ASSERT_TRUE(detail::sm90::bwd_tile_for(q.dims[3], q.dims[3], &tile));
+    ASSERT_TRUE(
+        detail::sm90::bwd_tile_for(q.dims[3], n.problem.tensor(TensorId::v)->dims[3], &tile));
     const int64_t m = detail::sm90::bwd_tile_shape(tile).block_m;
     const int64_t rows = q.dims[0] * q.dims[1] * ((q.dims[2] + m - 1) / m * m);
-    // dq_accum (fp32, d columns), lse_log2 and delta (fp32 each), each at a 256-byte offset.
+    // dq_accum (fp32, d_qk columns), lse_log2 and delta (fp32 each), each at a 256-byte offset.
     const size_t expected = static_cast<size_t>(rows * (q.dims[3] + 2) * 4);
     EXPECT_GE(plan->workspace_bytes(), expected);
     EXPECT_LE(plan->workspace_bytes(), expected + 3 * 256);
@@ -80,7 +85,8 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
 // Deterministic mode: the same three chunks plus "dq_semaphore" (i32 per (batch, query head,
 // query tile)), and explain() says how dQ is ordered.
 TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
-  const Shape shapes[] = {{2, 8, 2, 300, 500, 128, 128}, {3, 4, 4, 100, 1000, 64, 64}};
+  const Shape shapes[] = {
+      {2, 8, 2, 300, 500, 128, 128}, {3, 4, 4, 100, 1000, 64, 64}, {2, 4, 1, 200, 300, 192, 128}};
   for (const Shape& sh : shapes) {
     for (bool causal : {false, true}) {
       Problem det = Problem::backward(sh, DType::bf16).set_deterministic();
@@ -145,7 +151,10 @@ std::vector<Declined> declined_problems() {
                  "softcap: sm90's backward has no softcap yet"});
   out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                  "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
-                 "or 128 only"});
+                 "or 128 and for d_qk 192 / d_v 128 only"});
+  out.push_back({"d192", Problem::backward(Shape{1, 2, 2, 64, 64, 192, 192}, DType::bf16),
+                 "head dims d_qk = 192, d_v = 192: sm90's backward has tiles for d_qk = d_v = 64 "
+                 "or 128 and for d_qk 192 / d_v 128 only"});
   {
     Problem p = Problem::backward(d128, DType::bf16);
     p.set_strides(TensorId::d_o, {2 * 64 * 132, 64 * 132, 132, 1});

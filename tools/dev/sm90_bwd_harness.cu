@@ -256,10 +256,11 @@ struct Runner {
     p.s_q = c.sq;
     p.s_kv = c.skv;
     p.d = c.d;
+    p.d_v = c.d;
     p.scale = scale;
-    p.scale_log2 = scale * kernels::kLog2e;
-    p.mask = c.band;
-    p.has_mask = c.mask;
+    p.score.scale_log2 = scale * kernels::kLog2e;
+    p.score.mask = c.band;
+    p.score.has_mask = c.mask;
     p.num_m_blocks = (c.sq + T::kBlockM - 1) / T::kBlockM;
     p.num_n_blocks = (c.skv + T::kBlockN - 1) / T::kBlockN;
     p.s_q_pad = p.num_m_blocks * T::kBlockM;

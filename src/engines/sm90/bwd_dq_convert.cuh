@@ -9,6 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bwd_params.h"
+#include "engines/sm90/bwd_traits.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
@@ -32,21 +33,34 @@ __global__ void __launch_bounds__(T::kConsumerThreads)
   const float* acc =
       p.dq_accum + ((static_cast<int64_t>(tile.b) * p.h_q + tile.h) * p.s_q_pad + m0) * kD;
 
-  typename T::MmadQ mma_dq;
-  Tensor coord =
-      mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(typename T::TileDq{}));
-  static_assert(decltype(size(coord))::value == T::kDqFrag, "dQ fragment size");
   const float4* src =
       reinterpret_cast<const float4*>(acc + (tid / 128) * T::kDqHalfFloats) + tid % 128;
-  CUTE_UNROLL
-  for (int j = 0; j < T::kDqFrag / 4; ++j) {
-    const float4 a = src[j * 128];
-    const float in[4] = {a.x, a.y, a.z, a.w};
+  if constexpr (T::kDqThirds) {
     CUTE_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const int row = get < T::kDqSwapAB ? 1 : 0 > (coord(4 * j + e));
-      const int col = get < T::kDqSwapAB ? 0 : 1 > (coord(4 * j + e));
-      tile_s[row * kRowElems + col] = static_cast<Element>(in[e] * p.scale);
+    for (int j = 0; j < T::kDqFrag / 4; ++j) {
+      const float4 a = src[j * 128];
+      const float in[4] = {a.x, a.y, a.z, a.w};
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const auto rc = dq_third_coord<T>(tid, 4 * j + e);
+        tile_s[get<0>(rc) * kRowElems + get<1>(rc)] = static_cast<Element>(in[e] * p.scale);
+      }
+    }
+  } else {
+    typename T::MmadQ mma_dq;
+    Tensor coord =
+        mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(typename T::TileDq{}));
+    static_assert(decltype(size(coord))::value == T::kDqFrag, "dQ fragment size");
+    CUTE_UNROLL
+    for (int j = 0; j < T::kDqFrag / 4; ++j) {
+      const float4 a = src[j * 128];
+      const float in[4] = {a.x, a.y, a.z, a.w};
+      CUTE_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int row = get < T::kDqSwapAB ? 1 : 0 > (coord(4 * j + e));
+        const int col = get < T::kDqSwapAB ? 0 : 1 > (coord(4 * j + e));
+        tile_s[row * kRowElems + col] = static_cast<Element>(in[e] * p.scale);
+      }
     }
   }
   __syncthreads();

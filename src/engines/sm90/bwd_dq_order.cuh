@@ -39,7 +39,8 @@ template <int kBlockM, int kBlockN>
 __device__ __forceinline__ int dq_turn(const BwdParams& p, int m_block, int n_block, int sq_b,
                                        int skv_b) {
   const int row_last = min((m_block + 1) * kBlockM, sq_b) - 1;
-  return kernels::key_tiles_above(p.mask, p.has_mask, row_last, n_block, sq_b, skv_b, kBlockN);
+  return kernels::key_tiles_above(p.score.mask, p.score.has_mask, row_last, n_block, sq_b, skv_b,
+                                  kBlockN);
 }
 
 // Until the tile's count says it is this key tile's turn (acquire, gpu scope).

@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int n0 = n_block * T::kBlockN;
   kernels::QueryTiles qt;
   if (n0 < skv_b) {
-    qt = kernels::query_tiles(p.mask, p.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1, sq_b, skv_b,
-                              T::kBlockM);
+    qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
+                              sq_b, skv_b, T::kBlockM);
   }
   const int n_m = qt.empty() ? 0 : qt.end - qt.begin;
   const Visits visits{h_kv * p.group, qt.begin, n_m, n_m * p.group};
@@ -131,10 +131,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (tid == 0 && visits.count > 0) {
-      TxBarrier::arrive_and_expect_tx(&ss.kv_full, 2 * T::kKBytes);
+      TxBarrier::arrive_and_expect_tx(&ss.kv_full, T::kKBytes + T::kVBytes);
       SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.kv_full, kCacheHint, ss.k.data(), 0, n0, 0, h_kv, b);
       SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.kv_full, kCacheHint, ss.v.data(), 0, n0, 0, h_kv, b);
       constexpr int kStageElems = T::kBlockM * T::kD;
+      constexpr int kDoStageElems = T::kBlockM * T::kDv;
       VisitCursor at(visits);
       CUTE_NO_UNROLL
       for (int v = 0; v < visits.count; ++v, at.next(visits)) {
@@ -150,9 +151,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         SM90_BULK_COPY_G2S::copy(p.lse_log2 + row0, &ss.q_full[stage], ss.lse[stage],
                                  T::kRowStatBytes);
         Barrier::wait(&ss.do_empty[stage], phase ^ 1);
-        TxBarrier::arrive_and_expect_tx(&ss.do_full[stage], T::kQBytes + T::kRowStatBytes);
+        TxBarrier::arrive_and_expect_tx(&ss.do_full[stage], T::kDoBytes + T::kRowStatBytes);
         SM90_TMA_LOAD_5D::copy(&p.tma_do, &ss.do_full[stage], kCacheHint,
-                               ss.d_o.data() + stage * kStageElems, 0, m0, 0, h, b);
+                               ss.d_o.data() + stage * kDoStageElems, 0, m0, 0, h, b);
         SM90_BULK_COPY_G2S::copy(p.delta + row0, &ss.do_full[stage], ss.delta[stage],
                                  T::kRowStatBytes);
       }
@@ -197,19 +198,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int ctid = tid - 128;
   typename T::MmaSdP mma_sdp;
   typename T::MmadKV mma_dkv;
+  typename T::MmadV mma_dv;
   typename T::MmadQ mma_dq;
   auto thr_sdp = mma_sdp.get_thread_slice(ctid);
   auto thr_dkv = mma_dkv.get_thread_slice(ctid);
-  auto thr_dq = mma_dq.get_thread_slice(ctid);
+  auto thr_dv = mma_dv.get_thread_slice(ctid);
+  auto thr_dq = mma_dq.get_thread_slice(T::kDqThirds ? ctid % 128 : ctid);
   using TileSdP = cute::Shape<typename T::BN, typename T::BM>;
   using TileKV = cute::Shape<typename T::BN, typename T::D>;
+  using TileV = cute::Shape<typename T::BN, typename T::Dv>;
   Tensor acc_dk = partition_fragment_C(mma_dkv, TileKV{});
-  Tensor acc_dv = partition_fragment_C(mma_dkv, TileKV{});
+  Tensor acc_dv = partition_fragment_C(mma_dv, TileV{});
   clear(acc_dk);
   clear(acc_dv);
   // (key, query) of each score within the tile.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
-  const float scale_log2 = p.scale_log2;
+  const float scale_log2 = p.score.scale_log2;
   const int dq_wg = ctid / 128;
   float4* dq_out = reinterpret_cast<float4*>(ss.dq + dq_wg * T::kDqHalfFloats) + ctid % 128;
 
@@ -217,7 +221,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     TxBarrier::wait(&ss.kv_full, 0);
     if (skv_b - n0 < T::kBlockN && skv_b < p.s_kv) {
       zero_rows<T::kBlockN, T::kD, T::kConsumerThreads>(ss.k.data(), skv_b - n0, ctid);
-      zero_rows<T::kBlockN, T::kD, T::kConsumerThreads>(ss.v.data(), skv_b - n0, ctid);
+      zero_rows<T::kBlockN, T::kDv, T::kConsumerThreads>(ss.v.data(), skv_b - n0, ctid);
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
@@ -233,10 +237,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     TxBarrier::wait(&ss.do_full[stage], phase);
     if (sq_b - m0 < T::kBlockM && sq_b < p.s_q) {
       constexpr int kStageElems = T::kBlockM * T::kD;
+      constexpr int kDoStageElems = T::kBlockM * T::kDv;
       zero_rows<T::kBlockM, T::kD, T::kConsumerThreads>(ss.q.data() + stage * kStageElems,
                                                         sq_b - m0, ctid);
-      zero_rows<T::kBlockM, T::kD, T::kConsumerThreads>(ss.d_o.data() + stage * kStageElems,
-                                                        sq_b - m0, ctid);
+      zero_rows<T::kBlockM, T::kDv, T::kConsumerThreads>(ss.d_o.data() + stage * kDoStageElems,
+                                                         sq_b - m0, ctid);
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
@@ -245,18 +250,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     // hoist out of the loop: kept live across it, the ~80 of them spilled (396 bytes at 240
     // registers).
     Tensor sQ = make_tensor(make_smem_ptr(opaque(ss.q.data())), typename T::SmemLayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutdO{});
     Tensor sQt = make_tensor(make_smem_ptr(opaque(ss.q.data())), typename T::SmemLayoutQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(opaque(ss.d_o.data())), typename T::SmemLayoutdOt{});
     Tensor sK = make_tensor(make_smem_ptr(opaque(ss.k.data())), typename T::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(opaque(ss.v.data())), typename T::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(opaque(ss.v.data())), typename T::SmemLayoutV{});
     Tensor sKt = make_tensor(make_smem_ptr(opaque(ss.k.data())), typename T::SmemLayoutKt{});
     Tensor sdS = make_tensor(make_smem_ptr(opaque(ss.ds.data())), typename T::SmemLayoutdS{});
     Tensor tSrK = thr_sdp.partition_fragment_A(sK);     // S^T: A = K
     Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // S^T: B = Q (stage)
     Tensor tdPrV = thr_sdp.partition_fragment_A(sV);    // dP^T: A = V
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // dP^T: B = dO (stage)
-    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
+    Tensor tdVrdOt = thr_dv.partition_fragment_B(sdOt);
     Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
 
     Tensor acc_s = partition_fragment_C(mma_sdp, TileSdP{});
@@ -305,7 +310,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     Tensor tdKrdS = make_tensor(rdS.data(), gmma_acc_as_a_layout(rdS.layout()));
     warpgroup_fence_operand(rP);
     warpgroup_fence_operand(rdS);
-    gmma<false>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
+    gmma<false>(mma_dv, tdVrP, tdVrdOt(_, _, _, stage), acc_dv);
     if constexpr (!T::kDqBeforeDk) gmma<false>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), acc_dk);
 
     // dS to shared memory for dQ = dS K (under the dV and dK products), once the previous
@@ -337,7 +342,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     }
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
-    if constexpr (T::kDqSwapAB) {
+    // kDqThirds: acc_dq is this warpgroup's own 64-column chunk, acc_dq_half its half of the
+    // third (bwd_traits.cuh); other tiles leave acc_dq_half unused.
+    typename T::MmadQHalf mma_dq_half;
+    Tensor acc_dq_half = partition_fragment_C(mma_dq_half, typename T::TileDqHalf{});
+    if constexpr (T::kDqThirds) {
+      constexpr int kChunkElems = T::kBlockN * 64;
+      Element* ds = ss.ds.data() + ds_buf * (T::kBlockM * T::kBlockN);
+      Tensor sKtW = make_tensor(make_smem_ptr(opaque(ss.k.data() + dq_wg * kChunkElems)),
+                                typename T::SmemLayoutKtChunk{});
+      Tensor sKtH = make_tensor(make_smem_ptr(opaque(ss.k.data() + 2 * kChunkElems)),
+                                typename T::SmemLayoutKtChunk{});
+      Tensor sdSW = make_tensor(make_smem_ptr(opaque(ds)), typename T::SmemLayoutdS{});
+      Tensor sdSH = make_tensor(make_smem_ptr(opaque(ds + dq_wg * (T::kBlockM / 2) * 64)),
+                                typename T::SmemLayoutdSHalf{});
+      auto thr_h = mma_dq_half.get_thread_slice(ctid % 128);
+      Tensor tWrKt = thr_dq.partition_fragment_A(sKtW);
+      Tensor tWrdS = thr_dq.partition_fragment_B(sdSW(_, _, 0));
+      Tensor tHrKt = thr_h.partition_fragment_A(sKtH);
+      Tensor tHrdS = thr_h.partition_fragment_B(sdSH);
+      gmma<true>(mma_dq, tWrKt, tWrdS, acc_dq);
+      gmma<true>(mma_dq_half, tHrKt, tHrdS, acc_dq_half);
+    } else if constexpr (T::kDqSwapAB) {
       Tensor tdQrKt = thr_dq.partition_fragment_A(sKt);
       Tensor tdQrdS = thr_dq.partition_fragment_B(sdS);
       gmma<true>(mma_dq, tdQrKt, tdQrdS(_, _, _, ds_buf), acc_dq);
@@ -357,12 +383,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
 
     // This warpgroup's dQ to its buffer in fragment order (bwd_traits.cuh), once the reducer has
     // read the previous visit's; then fenced for the bulk copy's async proxy.
-    static_assert(decltype(size(acc_dq))::value == T::kDqFrag, "dQ fragment size");
     Barrier::wait(&ss.dq_empty[dq_wg], (v & 1) ^ 1);
-    CUTE_UNROLL
-    for (int j = 0; j < T::kDqFrag / 4; ++j) {
-      dq_out[j * 128] =
-          make_float4(acc_dq(4 * j), acc_dq(4 * j + 1), acc_dq(4 * j + 2), acc_dq(4 * j + 3));
+    if constexpr (T::kDqThirds) {  // the order dq_third_coord reads
+      constexpr int kW = decltype(size(acc_dq))::value;
+      static_assert(kW + decltype(size(acc_dq_half))::value == T::kDqFrag, "dQ fragment size");
+      CUTE_UNROLL
+      for (int j = 0; j < kW / 4; ++j) {
+        dq_out[j * 128] =
+            make_float4(acc_dq(4 * j), acc_dq(4 * j + 1), acc_dq(4 * j + 2), acc_dq(4 * j + 3));
+      }
+      CUTE_UNROLL
+      for (int j = 0; j < (T::kDqFrag - kW) / 4; ++j) {
+        dq_out[(kW / 4 + j) * 128] = make_float4(acc_dq_half(4 * j), acc_dq_half(4 * j + 1),
+                                                 acc_dq_half(4 * j + 2), acc_dq_half(4 * j + 3));
+      }
+    } else {
+      static_assert(decltype(size(acc_dq))::value == T::kDqFrag, "dQ fragment size");
+      CUTE_UNROLL
+      for (int j = 0; j < T::kDqFrag / 4; ++j) {
+        dq_out[j * 128] =
+            make_float4(acc_dq(4 * j), acc_dq(4 * j + 1), acc_dq(4 * j + 2), acc_dq(4 * j + 3));
+      }
     }
     cutlass::arch::fence_view_async_shared();
     Barrier::arrive(&ss.dq_full[dq_wg]);
@@ -380,16 +421,38 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_dk); i += 2) {
-    const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
-    if (row < p.s_kv) {
-      using Pair = cute::array<Element, 2>;
-      Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
-              static_cast<Element>(acc_dk(i + 1) * p.scale)};
-      Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
-      *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) = k2;
-      *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) = v2;
+  using Pair = cute::array<Element, 2>;
+  // Equal head dims: dK and dV share one partition and one loop (the d64 / d128 tiles' code).
+  if constexpr (T::kDv == T::kD) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); i += 2) {
+      const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
+      if (row < p.s_kv) {
+        Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
+                static_cast<Element>(acc_dk(i + 1) * p.scale)};
+        Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
+        *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) = k2;
+        *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) = v2;
+      }
+    }
+  } else {
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); i += 2) {
+      const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
+      if (row < p.s_kv) {
+        *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) =
+            Pair{static_cast<Element>(acc_dk(i) * p.scale),
+                 static_cast<Element>(acc_dk(i + 1) * p.scale)};
+      }
+    }
+    Tensor tdVc = thr_dv.partition_C(make_identity_tensor(TileV{}));
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dv); i += 2) {
+      const int row = n0 + get<0>(tdVc(i)), col = get<1>(tdVc(i));
+      if (row < p.s_kv) {
+        *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) =
+            Pair{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
+      }
     }
   }
 #endif

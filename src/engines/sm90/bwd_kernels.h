@@ -26,10 +26,11 @@ using BwdVariant = BwdVariants::Variant;
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
 const BwdKernel* bwd_kernel_d64(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d128(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_kernel_d192_128(DType dtype, BwdVariant variant);
 
 inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype) {
-  static constexpr TileLookup<BwdKernel, BwdVariant> kLookups[kBwdTileCount] = {&bwd_kernel_d64,
-                                                                                &bwd_kernel_d128};
+  static constexpr TileLookup<BwdKernel, BwdVariant> kLookups[kBwdTileCount] = {
+      &bwd_kernel_d64, &bwd_kernel_d128, &bwd_kernel_d192_128};
   return find_kernel(kLookups, tile, dtype, BwdVariant::plain);
 }
 

@@ -17,10 +17,10 @@ namespace floe::detail::sm90 {
 // dQ overlapped with dV and dK, one dS buffer (two measured 532 against 537 TFLOP/s at d128 S 16k
 // in the dev harness); the tile sets the query rows and the issue order (bwd_tiles.h).
 template <BwdTile kTile, class Element>
-using BwdTraits =
-    BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
-                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
-                /*kOverlapDq=*/true, /*kDoubleBufferDs=*/false, bwd_tile_shape(kTile).dq_before_dk>;
+using BwdTraits = BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
+                              bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
+                              bwd_tile_shape(kTile).overlap_dq, /*kDoubleBufferDs=*/false,
+                              bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v()>;
 
 template <class T>
 struct BwdInstanceOf {

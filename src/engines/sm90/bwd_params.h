@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "engines/sm90/tma_descriptor.h"
-#include "kernels/band_mask.h"
+#include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
@@ -42,13 +42,13 @@ struct BwdParams {
   kernels::Strides3 o_strides, do_strides, dq_strides, dk_strides, dv_strides, stats_strides;
 
   int32_t b = 0, h_q = 0, h_kv = 0, group = 1;  // kv head = h / group
-  int32_t s_q = 0, s_kv = 0, d = 0;
+  int32_t s_q = 0, s_kv = 0;
+  int32_t d = 0, d_v = 0;  // d_qk (dq_accum's row length) and d_v (O, dO: Delta)
 
-  float scale = 0.f;       // dQ and dK are scaled by it at the end
-  float scale_log2 = 0.f;  // scale * log2(e): P = 2^(q.k * scale_log2 - lse2)
-
-  kernels::BandMask mask;
-  bool has_mask = false;
+  float scale = 0.f;  // dQ and dK are scaled by it at the end
+  // Scale and band (no softcap yet): P = 2^(q.k * score.scale_log2 - lse2), as the forward's
+  // plain kernel (kernels/score_params.h).
+  kernels::ScoreParams score;
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
   int32_t num_n_blocks = 0;  // ceil(s_kv / block_n)

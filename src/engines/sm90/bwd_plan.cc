@@ -34,7 +34,7 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   BwdChoice c;
   if (!bwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
-           ": sm90's backward has tiles for d_qk = d_v = 64 or 128 only";
+           ": sm90's backward has tiles for d_qk = d_v = 64 or 128 and for d_qk 192 / d_v 128 only";
   }
   if (std::string why = check_no_score_mods(f, "sm90's backward"); !why.empty()) return why;
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
@@ -83,12 +83,13 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
   fill_sizes(f, p);
   p.d = static_cast<int32_t>(f.d_qk);
+  p.d_v = static_cast<int32_t>(f.d_v);
   p.scale = static_cast<float>(f.scale);
-  p.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
-  p.mask = kernels::BandMask::from(f.mask);
+  p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.score.mask = kernels::BandMask::from(f.mask);
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
-  p.has_mask = f.mask.is_band();
+  p.score.has_mask = f.mask.is_band();
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
 
   kernels::PreprocessRows rows = kernels::PreprocessRows::at<Element>(
       p.o, p.o_strides, p.d_o, p.do_strides, p.stats, p.stats_strides, b, h, /*q0=*/0);
-  rows.d = p.d;
+  rows.d = p.d_v;
   rows.m0 = m0;
   rows.rows = sq_b;
   rows.delta = p.delta + row0;

@@ -4,13 +4,19 @@
 
 namespace floe::detail::sm90 {
 
-enum class BwdTile { d64, d128 };
-inline constexpr int kBwdTileCount = 2;
+enum class BwdTile { d64, d128, d192_128 };
+inline constexpr int kBwdTileCount = 3;
 
 struct BwdTileShape {
   const char* name;
   int d, block_m, block_n, stages;
   bool dq_before_dk;  // issue order dV, dQ, dK (bwd_traits.cuh kDqBeforeDk)
+  int dv = 0;         // d_v where it differs from d (0: d_v = d)
+  // dQ issued while dV and dK are in flight (bwd_traits.cuh kOverlapDq); off where the registers
+  // of P and dS beside dQ's accumulator would not fit.
+  bool overlap_dq = true;
+
+  constexpr int d_v() const { return dv != 0 ? dv : d; }
 };
 
 // d128: 80-row query tiles (dQ computed transposed) with dQ issued before dK. H200, bf16, S 16k,
@@ -20,18 +26,24 @@ struct BwdTileShape {
 // dQ issued first. 64-row tiles gave 400 (order dV, dK, dQ) and 418 (dQ first) at S 16k through
 // the library; a visit of 64 x 64 per warpgroup was too short for its fixed cost (barriers, stats,
 // the dQ hand-off) and its N = 64 products.
-inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {{"d64", 64, 128, 128, 2, true},
-                                                               {"d128", 128, 80, 128, 2, true}};
+// d192x128 (Dv not padded to 192): dK and dV hold 160 of the 240 registers a consumer thread, so
+// the query tiles are 48 rows (64: 508 bytes of spill at ptxas, and serialised GMMAs), dQ waits
+// for dV (kOverlapDq off; on, ptxas serialises the GMMAs) and is computed in thirds (bwd_traits.cuh
+// kDqThirds). H200, bf16, Hq 16: S 4096 477, S 16k causal 497 TFLOP/s (sm80 213 / 224); a 3-stage
+// ring measured 2-5% faster, not yet battery-tested.
+inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
+    {"d64", 64, 128, 128, 2, true},
+    {"d128", 128, 80, 128, 2, true},
+    {"d192x128", 192, 48, 128, 2, true, 128, false}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
 }
 
-// The tile that serves (d_qk, d_v), or false: equal head dims of 64 or 128 only for now.
+// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64 or 128, or 192 / 128.
 inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* tile) {
-  if (d_qk != d_v) return false;
   for (int i = 0; i < kBwdTileCount; ++i) {
-    if (kBwdTileShapes[i].d == d_qk) {
+    if (kBwdTileShapes[i].d == d_qk && kBwdTileShapes[i].d_v() == d_v) {
       *tile = static_cast<BwdTile>(i);
       return true;
     }
