@@ -105,7 +105,9 @@ struct BwdMainloop {
     Tensor tdPrV = thr_sdp.partition_fragment_B(frag_shape(BN{}, DV{}));
     auto sdp_copy_a = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma_sdp);
     auto sdp_thr_a = sdp_copy_a.get_thread_slice(tid);
+    Tensor tSsQ = sdp_thr_a.partition_S(sQ);  // (CPY, MMA_M, MMA_K, 2)
     Tensor tSrQ_v = sdp_thr_a.retile_D(tSrQ);
+    Tensor tdPsdO = sdp_thr_a.partition_S(sdO);
     Tensor tdPrdO_v = sdp_thr_a.retile_D(tdPrdO);
     auto sdp_copy_b = make_tiled_copy_B(typename T::SmemLoadAtom{}, mma_sdp);
     auto sdp_thr_b = sdp_copy_b.get_thread_slice(tid);
@@ -121,20 +123,15 @@ struct BwdMainloop {
     Tensor tdKrQt = thr_dkv.partition_fragment_B(frag_shape(DQK{}, BM{}));
     auto dkv_copy_a = make_tiled_copy_A(typename T::SmemLoadAtomT{}, mma_dkv);
     auto dkv_thr_a = dkv_copy_a.get_thread_slice(tid);
+    Tensor tdVsPt = dkv_thr_a.partition_S(sPt);
+    Tensor tdKsdSt = dkv_thr_a.partition_S(sdSt);
     Tensor tdKVrA_v = dkv_thr_a.retile_D(tdKVrA);
     auto dkv_copy_b = make_tiled_copy_B(typename T::SmemLoadAtomT{}, mma_dkv);
     auto dkv_thr_b = dkv_copy_b.get_thread_slice(tid);
+    Tensor tdVsdOt = dkv_thr_b.partition_S(sdOt);  // (CPY, MMA_N, MMA_K, 2)
     Tensor tdVrdOt_v = dkv_thr_b.retile_D(tdVrdOt);
+    Tensor tdKsQt = dkv_thr_b.partition_S(sQt);
     Tensor tdKrQt_v = dkv_thr_b.retile_D(tdKrQt);
-    // The products' shared-memory offsets and the mask's coordinates: in the bias kind
-    // recomputed in each visit from an opaque thread index (a few integer instructions) rather
-    // than held across the loop, where they spilled (12 B, ptxas sm_90a; now none); the other
-    // kinds hoist them as before (softcap + bias measured 104 B of spill with the recomputation
-    // against 64 B without).
-    auto visit_tid = [&]() __attribute__((always_inline)) {
-      if constexpr (kMod == kernels::ScoreMod::bias) return kernels::opaque(tid);
-      return tid;
-    };
 
     typename T::TiledMmadQ mma_dq;
     auto thr_dq = mma_dq.get_thread_slice(tid);
@@ -142,6 +139,7 @@ struct BwdMainloop {
     Tensor tdQrKt = thr_dq.partition_fragment_B(frag_shape(DQK{}, BN{}));
     auto dq_copy_a = make_tiled_copy_A(typename T::SmemLoadAtom{}, mma_dq);
     auto dq_thr_a = dq_copy_a.get_thread_slice(tid);
+    Tensor tdQsdS = dq_thr_a.partition_S(sdS);
     Tensor tdQrdS_v = dq_thr_a.retile_D(tdQrdS);
     auto dq_copy_b = make_tiled_copy_B(typename T::SmemLoadAtomT{}, mma_dq);
     auto dq_thr_b = dq_copy_b.get_thread_slice(tid);
@@ -156,6 +154,30 @@ struct BwdMainloop {
     // (row, col) within the tile of each S / dP element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
+
+    // The dK and dV products' shared-memory partitions and the mask's coordinates, as a visit
+    // uses them: the bias kind recomputes them in each visit from an opaque thread index (a few
+    // integer instructions) rather than holding them across the loop, where they spilled (12 B,
+    // ptxas sm_90a; now none, 254 registers); the other kinds take the ones above, hoisted (the
+    // same SASS as before; softcap + bias spilled more with the recomputation). Recomputing the
+    // S, dP and dQ products' partitions too removed no more spill and cost 28 more instructions.
+    constexpr bool kPerVisit = kMod == kernels::ScoreMod::bias;
+    auto visit_part = [&](auto const& hoisted, auto const& copy, auto const& smem_tensor)
+        __attribute__((always_inline)) {
+      if constexpr (kPerVisit) {
+        return copy.get_thread_slice(kernels::opaque(tid)).partition_S(smem_tensor);
+      } else {
+        return hoisted;
+      }
+    };
+    auto visit_coords = [&]() __attribute__((always_inline)) {
+      if constexpr (kPerVisit) {
+        return mma_sdp.get_thread_slice(kernels::opaque(tid))
+            .partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
+      } else {
+        return tScS;
+      }
+    };
     const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
 
     // The staged bias (the bias kinds, a bias whose layout allows 16-byte loads): loaded into
@@ -253,17 +275,13 @@ struct BwdMainloop {
       // products or after them (T::kStorePFirst); dS = P (dP - delta).
       Tensor acc_s = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_s);
-      kernels::gemm_smem_smem(
-          mma_sdp, acc_s, tSrQ, tSrK,
-          sdp_copy_a.get_thread_slice(visit_tid()).partition_S(sQ)(_, _, _, buf), tSsK, tSrQ_v,
-          tSrK_v, sdp_copy_a, sdp_copy_b);
+      kernels::gemm_smem_smem(mma_sdp, acc_s, tSrQ, tSrK, tSsQ(_, _, _, buf), tSsK, tSrQ_v, tSrK_v,
+                              sdp_copy_a, sdp_copy_b);
       Tensor dtanh = make_tensor<float>(acc_s.layout());
       auto s = kernels::acc_row_col(acc_s);
       auto store_p = [&]() __attribute__((always_inline)) {
-        backward_scores<T, kMod>(acc_s, dtanh,
-                                 mma_sdp.get_thread_slice(visit_tid())
-                                     .partition_C(make_identity_tensor(cute::Shape<BM, BN>{})),
-                                 p, b, h, m0, n0, qt, blk.sq_b, blk.skv_b, staged_bias);
+        backward_scores<T, kMod>(acc_s, dtanh, visit_coords(), p, b, h, m0, n0, qt, blk.sq_b,
+                                 blk.skv_b, staged_bias);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           CUTE_UNROLL
@@ -277,10 +295,8 @@ struct BwdMainloop {
       if constexpr (T::kStorePFirst) store_p();
       Tensor acc_dp = partition_fragment_C(mma_sdp, cute::Shape<BM, BN>{});
       clear(acc_dp);
-      kernels::gemm_smem_smem(
-          mma_sdp, acc_dp, tdPrdO, tdPrV,
-          sdp_copy_a.get_thread_slice(visit_tid()).partition_S(sdO)(_, _, _, buf), tdPsV, tdPrdO_v,
-          tdPrV_v, sdp_copy_a, sdp_copy_b);
+      kernels::gemm_smem_smem(mma_sdp, acc_dp, tdPrdO, tdPrV, tdPsdO(_, _, _, buf), tdPsV, tdPrdO_v,
+                              tdPrV_v, sdp_copy_a, sdp_copy_b);
       if constexpr (!T::kStorePFirst) store_p();
       auto dp = kernels::acc_row_col(acc_dp);
       CUTE_UNROLL
@@ -346,21 +362,16 @@ struct BwdMainloop {
       }
 
       // dV += P^T dO.
-      {
-        const int t = visit_tid();
-        Tensor tdVsPt = dkv_copy_a.get_thread_slice(t).partition_S(sPt);
-        Tensor tdVsdOt = dkv_copy_b.get_thread_slice(t).partition_S(sdOt);  // (.., 2)
-        kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, buf),
-                                tdKVrA_v, tdVrdOt_v, dkv_copy_a, dkv_copy_b);
-      }
+      kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, visit_part(tdVsPt, dkv_copy_a, sPt),
+                              visit_part(tdVsdOt, dkv_copy_b, sdOt)(_, _, _, buf), tdKVrA_v,
+                              tdVrdOt_v, dkv_copy_a, dkv_copy_b);
 
       // dQ accumulator += dS K, issued before the dK product so that the reductions travel to L2
       // under it.
       Tensor acc_dq = partition_fragment_C(mma_dq, cute::Shape<BM, DQK>{});
       clear(acc_dq);
-      kernels::gemm_smem_smem(mma_dq, acc_dq, tdQrdS, tdQrKt,
-                              dq_copy_a.get_thread_slice(visit_tid()).partition_S(sdS), tdQsKt,
-                              tdQrdS_v, tdQrKt_v, dq_copy_a, dq_copy_b);
+      kernels::gemm_smem_smem(mma_dq, acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, tdQrdS_v, tdQrKt_v,
+                              dq_copy_a, dq_copy_b);
       int32_t* sem = nullptr;
       if (p.deterministic) {
         sem = p.dq_sem + (static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m0 / kBlockM;
@@ -382,13 +393,10 @@ struct BwdMainloop {
       }
 
       // dK += dS^T Q.
-      {
-        const int t = visit_tid();
-        Tensor tdKsdSt = dkv_copy_a.get_thread_slice(t).partition_S(sdSt);
-        Tensor tdKsQt = dkv_copy_b.get_thread_slice(t).partition_S(sQt);  // (.., 2)
-        kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
-                                tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
-      }
+      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt,
+                              visit_part(tdKsdSt, dkv_copy_a, sdSt),
+                              visit_part(tdKsQt, dkv_copy_b, sQt)(_, _, _, buf), tdKVrA_v, tdKrQt_v,
+                              dkv_copy_a, dkv_copy_b);
       if constexpr (T::kQStages == 1) {
         if (visit + 1 < visits) {
           __syncthreads();  // every warp is done with this visit's Q and dO
