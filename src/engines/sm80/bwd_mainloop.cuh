@@ -154,6 +154,30 @@ struct BwdMainloop {
     // (row, col) within the tile of each S / dP element.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
     constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(tScS.layout())))::value;
+
+    // The dK and dV products' shared-memory partitions and the mask's coordinates, as a visit
+    // uses them: the bias kind recomputes them in each visit from an opaque thread index (a few
+    // integer instructions) rather than holding them across the loop, where they spilled (12 B,
+    // ptxas sm_90a; now none, 254 registers); the other kinds take the ones above, hoisted (the
+    // same SASS as before; softcap + bias spilled more with the recomputation). Recomputing the
+    // S, dP and dQ products' partitions too removed no more spill and cost 28 more instructions.
+    constexpr bool kPerVisit = kMod == kernels::ScoreMod::bias;
+    auto visit_part = [&](auto const& hoisted, auto const& copy, auto const& smem_tensor)
+        __attribute__((always_inline)) {
+      if constexpr (kPerVisit) {
+        return copy.get_thread_slice(kernels::opaque(tid)).partition_S(smem_tensor);
+      } else {
+        return hoisted;
+      }
+    };
+    auto visit_coords = [&]() __attribute__((always_inline)) {
+      if constexpr (kPerVisit) {
+        return mma_sdp.get_thread_slice(kernels::opaque(tid))
+            .partition_C(make_identity_tensor(cute::Shape<BM, BN>{}));
+      } else {
+        return tScS;
+      }
+    };
     const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
 
     // The staged bias (the bias kinds, a bias whose layout allows 16-byte loads): loaded into
@@ -256,8 +280,8 @@ struct BwdMainloop {
       Tensor dtanh = make_tensor<float>(acc_s.layout());
       auto s = kernels::acc_row_col(acc_s);
       auto store_p = [&]() __attribute__((always_inline)) {
-        backward_scores<T, kMod>(acc_s, dtanh, tScS, p, b, h, m0, n0, qt, blk.sq_b, blk.skv_b,
-                                 staged_bias);
+        backward_scores<T, kMod>(acc_s, dtanh, visit_coords(), p, b, h, m0, n0, qt, blk.sq_b,
+                                 blk.skv_b, staged_bias);
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
           CUTE_UNROLL
@@ -338,8 +362,9 @@ struct BwdMainloop {
       }
 
       // dV += P^T dO.
-      kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, tdVsPt, tdVsdOt(_, _, _, buf),
-                              tdKVrA_v, tdVrdOt_v, dkv_copy_a, dkv_copy_b);
+      kernels::gemm_smem_smem(mma_dkv, acc_dv, tdKVrA, tdVrdOt, visit_part(tdVsPt, dkv_copy_a, sPt),
+                              visit_part(tdVsdOt, dkv_copy_b, sdOt)(_, _, _, buf), tdKVrA_v,
+                              tdVrdOt_v, dkv_copy_a, dkv_copy_b);
 
       // dQ accumulator += dS K, issued before the dK product so that the reductions travel to L2
       // under it.
@@ -368,8 +393,10 @@ struct BwdMainloop {
       }
 
       // dK += dS^T Q.
-      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt, tdKsdSt, tdKsQt(_, _, _, buf),
-                              tdKVrA_v, tdKrQt_v, dkv_copy_a, dkv_copy_b);
+      kernels::gemm_smem_smem(mma_dkv, acc_dk, tdKVrA, tdKrQt,
+                              visit_part(tdKsdSt, dkv_copy_a, sdSt),
+                              visit_part(tdKsQt, dkv_copy_b, sQt)(_, _, _, buf), tdKVrA_v, tdKrQt_v,
+                              dkv_copy_a, dkv_copy_b);
       if constexpr (T::kQStages == 1) {
         if (visit + 1 < visits) {
           __syncthreads();  // every warp is done with this visit's Q and dO

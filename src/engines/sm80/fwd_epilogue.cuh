@@ -7,6 +7,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/fwd_params.h"
+#include "kernels/constants.h"
 #include "kernels/sm80/fragment.cuh"
 #include "kernels/tile_scheduler.cuh"
 
@@ -15,7 +16,8 @@ namespace floe::detail::sm80 {
 // kServing: the rows written are the slot's (rows.q0 on, rows.q_rows of them; O's and the
 // stats' batch strides are 0 on a ragged side), and the last query tile also zeroes a slot's
 // rows past the envelope.
-template <class T, bool kServing, class AccO, class Softmax>
+// kHalfTanh: the softmax saw the softcap kind's logits less cap_log2 (fwd_kernel.cuh).
+template <class T, bool kServing, bool kHalfTanh, class AccO, class Softmax>
 __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int tid,
                                              const kernels::QueryTile& tile, int sq_b, AccO& acc_o,
                                              const Softmax& softmax, float scale_log2,
@@ -28,7 +30,15 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, char* smem, int
 
   float factor[kRows], lse[kRows];
   const float sink = p.sink != nullptr ? p.sink[tile.h * p.sink_stride] : 0.f;
-  softmax.finalize(scale_log2, p.sink != nullptr, sink, factor, lse);
+  if constexpr (kHalfTanh) {
+    // The softmax's logits were the scores less the softcap (cap_log2 in log2 units).
+    const float cap = p.score.cap_log2 * kernels::kLn2;
+    softmax.finalize(scale_log2, p.sink != nullptr, sink - cap, factor, lse);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) lse[r] += cap;
+  } else {
+    softmax.finalize(scale_log2, p.sink != nullptr, sink, factor, lse);
+  }
 
   const int m0 = tile.m_block * T::kBlockM;
   typename T::TiledMma mma;

@@ -58,9 +58,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
   constexpr int kRows = decltype(size<0>(kernels::acc_row_col_layout(acc_o.layout())))::value;
   kernels::OnlineSoftmax<kRows> softmax;
   softmax.init();
-  // The plain kernel keeps raw q.k and folds scale * log2(e) into the exponent; the score-mod
-  // kernel has already turned its scores into log2 units.
-  const float scale_log2 = kMod != kernels::ScoreMod::plain ? 1.f : p.score.scale_log2;
+  // The plain kernel keeps raw q.k and folds scale * log2(e) into the exponent; the softcap
+  // kind keeps h = (tanh - 1) / 2 and folds 2 cap_log2 into it (its logits less cap_log2, which
+  // the epilogue gives back: fwd_mainloop.cuh, softcap_half_tanh); the other score-mod kinds have
+  // already turned their scores into log2 units.
+  constexpr bool kHalfTanh = kMod == kernels::ScoreMod::softcap;
+  const float scale_log2 = kMod == kernels::ScoreMod::plain ? p.score.scale_log2
+                           : kHalfTanh                      ? 2.f * p.score.cap_log2
+                                                            : 1.f;
 
   if (!kt.empty()) {
     FwdMainloop<T, kMod, kServing>::run(p, smem, tid, tile, sq_b, skv_b, kt, acc_o, softmax,
@@ -71,9 +76,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas)
     // in registers across the main loop (where the accumulators need them).
     const kernels::BatchRows again =
         kernels::batch_rows(p.serve, p.lens, kernels::opaque(tile.b), p.s_q, p.s_kv);
-    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, again);
+    fwd_epilogue<T, kServing, kHalfTanh>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2,
+                                         again);
   } else {
-    fwd_epilogue<T, kServing>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2, rows);
+    fwd_epilogue<T, kServing, kHalfTanh>(p, smem, tid, tile, sq_b, acc_o, softmax, scale_log2,
+                                         rows);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "engines/sm80/fwd_params.h"
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
+#include "kernels/math.cuh"
 #include "kernels/score_mod.cuh"
 #include "kernels/score_mod_kind.h"
 #include "kernels/sm80/copy.cuh"
@@ -26,6 +27,22 @@
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm80 {
+
+// The softcap kind's scores: q.k -> h = -1 / (exp2(q.k * tanh_k) + 1) = (tanh - 1) / 2, the score
+// in log2 units being s2 = cap_log2 + 2 cap_log2 h. The softmax takes h with 2 cap_log2 as its
+// scale (folded into its exponent's FFMA as the plain kernel folds the scale), the constant
+// cap_log2 cancels in P, and the epilogue gives it back to the LSE and takes it from the sink
+// (fwd_epilogue.cuh). Four instructions a score (FMUL, MUFU.EX2, FADD, MUFU.RCP) where
+// kernels::scale_scores_of issues six (the 1 - 2r and the * cap_log2 too). Same ends: q.k = +inf
+// gives h = -0 (s2 = cap_log2), -inf gives -1 (s2 = -cap_log2); NaN stays NaN.
+template <class Acc>
+__device__ __forceinline__ void softcap_half_tanh(Acc& acc, const kernels::ScoreParams& sp) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) {
+    acc(i) = kernels::fast_rcp(-1.f - kernels::fast_exp2(acc(i) * sp.tanh_k));
+  }
+}
 
 // kServing: rows start at the batch's slot (rows.q0, rows.kv0) and paged K/V rows come from the
 // block table (kernels/sm80/serving_rows.h); the dense instantiation has q0 = kv0 = 0 and no pages.
@@ -228,7 +245,9 @@ struct FwdMainloop {
 
       // The score mods: log2 units (scale or softcap), then the bias. Before V's wait: the
       // staged bias shares K_t's stage, which the barrier below hands to K_{t+S}.
-      if constexpr (kMod != kernels::ScoreMod::plain) {
+      // The softcap kind's after it (nothing staged): before it, its results were spilled across
+      // the barrier (17 values a tile, ptxas sm_90a).
+      if constexpr (kMod != kernels::ScoreMod::plain && kMod != kernels::ScoreMod::softcap) {
         kernels::scale_scores_of<kMod>(acc_s, p.score);
         if constexpr (kernels::has_bias_code(kMod)) {
           if (bias_smem) {
@@ -246,6 +265,9 @@ struct FwdMainloop {
       if (t + kStages < n_tiles) load_k(tile_at(t + kStages), stage);
       cp_async_fence();
 
+      if constexpr (kMod == kernels::ScoreMod::softcap) {
+        softcap_half_tanh(acc_s, p.score);  // the kernel's scale_log2 is 2 cap_log2
+      }
       if constexpr (kMask != kernels::kNoMask) {
         kernels::mask_scores<kMask>(kernels::acc_row_col(acc_s), kernels::acc_row_col(tScS), m0,
                                     n * kBlockN, kt.diag_lo, kt.diag_hi, skv_b);
