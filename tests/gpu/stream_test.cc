@@ -39,65 +39,77 @@ std::vector<TensorId> input_tensors(const Problem& p) {
   return ids;
 }
 
-void execute_behind_long_work(Direction dir) {
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+// For each named problem of `dir` that the pinned engine serves: its case (from `seed`), plan and
+// run on device buffers, handed to check(name, case, run); fails if the engine declined them all.
+template <class Check>
+void for_each_served(Direction dir, const std::string& prefix, uint64_t seed, Check&& check) {
   int checked = 0;
   for (const NamedProblem& np : named_problems(dir)) {
-    const std::string name = "stream-" + np.name;
+    const std::string name = prefix + np.name;
     SCOPED_TRACE(name);
-    Result<tool::Case> c = make_case(np.json, 31);
+    Result<tool::Case> c = make_case(np.json, seed);
     FLOE_ASSERT_OK(c);
     Result<Plan> plan = build_plan(c->problem, tool::Memory::device, harness_settings().engine);
     if (declined_by_pinned_engine(plan)) continue;
     FLOE_ASSERT_OK(plan);
     Result<PreparedRun> run = PreparedRun::create(*c, *plan, tool::Memory::device);
     FLOE_ASSERT_OK(run);
-    // One execute on an idle GPU first: the first execute's own cost is FirstExecute's test.
-    FLOE_ASSERT_OK(run->execute(stream));
-    FLOE_ASSERT_OK(run->finish());
-    FLOE_ASSERT_OK(run->poison());
-
-    // Keep the real inputs (every byte of each span, gaps included) aside, and wreck them in
-    // place: an execute that does not wait for the queued copies reads NaN (or zero lengths).
-    const Arguments args = run->arguments();
-    std::vector<std::pair<TensorId, void*>> saved;
-    for (TensorId id : input_tensors(c->problem)) {
-      const size_t bytes = c->problem.tensor(id)->span_bytes();
-      void* copy = nullptr;
-      ASSERT_EQ(cudaMalloc(&copy, bytes), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(copy, args.get(id), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-      const bool lengths = id == TensorId::seq_len_q || id == TensorId::seq_len_kv;
-      ASSERT_EQ(cudaMemset(args.get(id), lengths ? 0x00 : 0xFF, bytes), cudaSuccess);
-      saved.emplace_back(id, copy);
-    }
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-
-    // Long work first, then the slow arrival of the inputs, then the execute.
-    FLOE_ASSERT_OK(enqueue_spin(stream, kSpinMs));
-    for (const auto& [id, copy] : saved) {
-      ASSERT_EQ(cudaMemcpyAsync(args.get(id), copy, c->problem.tensor(id)->span_bytes(),
-                                cudaMemcpyDeviceToDevice, stream),
-                cudaSuccess);
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const Status st = run->execute(stream);
-    const double host_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const cudaError_t busy = cudaStreamQuery(stream);
-    FLOE_ASSERT_OK(st);
-    // Execute returned while the spin still ran: it did not wait for the stream.
-    EXPECT_EQ(busy, cudaErrorNotReady)
-        << "the stream was idle when execute returned (" << host_ms << " ms): execute synchronised";
-    EXPECT_LT(host_ms, kSpinMs / 2) << "execute blocked the host";
-    Result<tool::ArrayMap> got = run->finish();
-    FLOE_ASSERT_OK(got);
-    expect_matches_reference(name, *c, *got);
-    for (const auto& [id, copy] : saved) cudaFree(copy);
+    check(name, *c, *run);
+    if (::testing::Test::HasFatalFailure()) return;
     ++checked;
   }
-  cudaStreamDestroy(stream);
   EXPECT_GT(checked, 0) << "the engine declined every problem";
+}
+
+void execute_behind_long_work(Direction dir) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  for_each_served(
+      dir, "stream-", 31, [&](const std::string& name, const tool::Case& c, PreparedRun& run) {
+        // One execute on an idle GPU first: the first execute's own cost is FirstExecute's test.
+        FLOE_ASSERT_OK(run.execute(stream));
+        FLOE_ASSERT_OK(run.finish());
+        FLOE_ASSERT_OK(run.poison());
+
+        // Keep the real inputs (every byte of each span, gaps included) aside, and wreck them in
+        // place: an execute that does not wait for the queued copies reads NaN (or zero lengths).
+        const Arguments args = run.arguments();
+        std::vector<std::pair<TensorId, void*>> saved;
+        for (TensorId id : input_tensors(c.problem)) {
+          const size_t bytes = c.problem.tensor(id)->span_bytes();
+          void* copy = nullptr;
+          ASSERT_EQ(cudaMalloc(&copy, bytes), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(copy, args.get(id), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+          const bool lengths = id == TensorId::seq_len_q || id == TensorId::seq_len_kv;
+          ASSERT_EQ(cudaMemset(args.get(id), lengths ? 0x00 : 0xFF, bytes), cudaSuccess);
+          saved.emplace_back(id, copy);
+        }
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+        // Long work first, then the slow arrival of the inputs, then the execute.
+        FLOE_ASSERT_OK(enqueue_spin(stream, kSpinMs));
+        for (const auto& [id, copy] : saved) {
+          ASSERT_EQ(cudaMemcpyAsync(args.get(id), copy, c.problem.tensor(id)->span_bytes(),
+                                    cudaMemcpyDeviceToDevice, stream),
+                    cudaSuccess);
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const Status st = run.execute(stream);
+        const double host_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        const cudaError_t busy = cudaStreamQuery(stream);
+        FLOE_ASSERT_OK(st);
+        // Execute returned while the spin still ran: it did not wait for the stream.
+        EXPECT_EQ(busy, cudaErrorNotReady) << "the stream was idle when execute returned ("
+                                           << host_ms << " ms): execute synchronised";
+        EXPECT_LT(host_ms, kSpinMs / 2) << "execute blocked the host";
+        Result<tool::ArrayMap> got = run.finish();
+        FLOE_ASSERT_OK(got);
+        expect_matches_reference(name, c, *got);
+        for (const auto& [id, copy] : saved) cudaFree(copy);
+      });
+  cudaStreamDestroy(stream);
 }
 
 TEST_F(Streams, ForwardRunsBehindLongWork) {
@@ -200,29 +212,18 @@ void two_threads_one_plan(Direction dir) {
 void execute_on_a_thread_new_to_cuda(Direction dir) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  int checked = 0;
-  for (const NamedProblem& np : named_problems(dir)) {
-    const std::string name = "fresh-thread-" + np.name;
-    SCOPED_TRACE(name);
-    Result<tool::Case> c = make_case(np.json, 47);
-    FLOE_ASSERT_OK(c);
-    Result<Plan> plan = build_plan(c->problem, tool::Memory::device, harness_settings().engine);
-    if (declined_by_pinned_engine(plan)) continue;
-    FLOE_ASSERT_OK(plan);
-    Result<PreparedRun> run = PreparedRun::create(*c, *plan, tool::Memory::device);
-    FLOE_ASSERT_OK(run);
-    FLOE_ASSERT_OK(run->poison());
-    Status st;
-    std::thread t([&] { st = run->execute(stream); });
-    t.join();
-    FLOE_ASSERT_OK(st);
-    Result<tool::ArrayMap> got = run->finish();
-    FLOE_ASSERT_OK(got);
-    expect_matches_reference(name, *c, *got);
-    ++checked;
-  }
+  for_each_served(dir, "fresh-thread-", 47,
+                  [&](const std::string& name, const tool::Case& c, PreparedRun& run) {
+                    FLOE_ASSERT_OK(run.poison());
+                    Status st;
+                    std::thread t([&] { st = run.execute(stream); });
+                    t.join();
+                    FLOE_ASSERT_OK(st);
+                    Result<tool::ArrayMap> got = run.finish();
+                    FLOE_ASSERT_OK(got);
+                    expect_matches_reference(name, c, *got);
+                  });
   cudaStreamDestroy(stream);
-  EXPECT_GT(checked, 0) << "the engine declined every problem";
 }
 
 TEST_F(Streams, ForwardTwoThreadsOnePlan) {
