@@ -37,7 +37,8 @@ int launch_kernel(const DeviceKernel& kernel, unsigned grid, int threads, int sm
 bool is_context_error(int error);
 
 // A thread that has never called CUDA has no current context, and the driver calls a plan makes
-// at execute (cuTensorMapEncodeTiled, cuLaunchKernel) fail there. Called after such a failure:
+// at execute fail there (cuTensorMapEncodeTiled: sm90/tma_descriptor.cc retries through this;
+// cuLaunchKernel: the caller falls back to the runtime's launch). Called after such a failure:
 // when the thread has no current context, makes its current device's primary context current,
 // as the runtime's first call on a thread does (no allocation, no sync), and returns true (the
 // caller retries once); false when a context was current (the failure is another).

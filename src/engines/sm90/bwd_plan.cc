@@ -145,12 +145,8 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     d_o.base = args.get(TensorId::d_o);
     k.base = args.get(TensorId::k);
     v.base = args.get(TensorId::v);
-    auto encode = [&] {
-      return encode_tma(q, &p.tma_q) && encode_tma(d_o, &p.tma_do) && encode_tma(k, &p.tma_k) &&
-             encode_tma(v, &p.tma_v);
-    };
-    // The encoder needs a current context, which a thread new to CUDA lacks: bound, then again.
-    if (!encode() && !(bind_thread_context() && encode())) {
+    if (!encode_tma(q, &p.tma_q) || !encode_tma(d_o, &p.tma_do) || !encode_tma(k, &p.tma_k) ||
+        !encode_tma(v, &p.tma_v)) {
       return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
                                             kernel_->name + " failed (cuTensorMapEncodeTiled)");
     }

@@ -269,16 +269,18 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     q.base = args.get(TensorId::q);
     k.base = args.get(TensorId::k);
     v.base = args.get(TensorId::v);
-    TmaMatrix bias = bias_;
-    if (params_.has_bias) bias.base = args.get(TensorId::bias);
-    auto encode = [&] {
-      return encode_tma(q, &p.tma_q) && encode_tma(k, &p.tma_k) && encode_tma(v, &p.tma_v) &&
-             (!params_.has_bias || encode_tma(bias, &p.tma_bias));
-    };
-    // The encoder needs a current context, which a thread new to CUDA lacks: bound, then again.
-    if (!encode() && !(bind_thread_context() && encode())) {
+    if (!encode_tma(q, &p.tma_q) || !encode_tma(k, &p.tma_k) || !encode_tma(v, &p.tma_v)) {
       return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
                                             kernel_->name + " failed (cuTensorMapEncodeTiled)");
+    }
+    if (params_.has_bias) {
+      TmaMatrix bias = bias_;
+      bias.base = args.get(TensorId::bias);
+      if (!encode_tma(bias, &p.tma_bias)) {
+        return Status(Code::device_error,
+                      std::string("sm90: encoding the bias's TMA descriptor of ") + kernel_->name +
+                          " failed (cuTensorMapEncodeTiled)");
+      }
     }
     if (facts.has(TensorId::sink)) p.sink = static_cast<const float*>(args.get(TensorId::sink));
     p.o = args.get(TensorId::o);

@@ -4,6 +4,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "engines/kernel_launch.h"
+
 namespace floe::detail::sm90 {
 namespace {
 
@@ -35,6 +37,14 @@ const Encoder& encoder() {
   return e;
 }
 
+// One cuTensorMapEncodeTiled call. The encoder needs a current context, which a thread new to
+// CUDA lacks (an execute on autograd's or a worker pool's thread): it gets one bound, as the
+// runtime's first call on a thread would, and the call is made again.
+template <class Call>
+bool encode_on_this_thread(Call&& call) {
+  return call() == CUDA_SUCCESS || (bind_thread_context() && call() == CUDA_SUCCESS);
+}
+
 }  // namespace
 
 std::string tma_encoder_status() {
@@ -59,13 +69,13 @@ bool encode_tma(const TmaTensor& t, TmaDescriptor* out) {
       static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(t.box_rows),
       static_cast<cuuint32_t>(t.box_chunks > 0 ? t.box_chunks : t.d / kChunk), 1, 1};
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-  const CUresult r =
-      e.fn(reinterpret_cast<CUtensorMap*>(out),
-           t.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5,
-           const_cast<void*>(t.base), dims, strides, box, elem_strides,
-           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
+  return encode_on_this_thread([&] {
+    return e.fn(reinterpret_cast<CUtensorMap*>(out),
+                t.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5,
+                const_cast<void*>(t.base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  });
 }
 
 bool encode_tma(const TmaMatrix& t, TmaDescriptor* out) {
@@ -82,13 +92,13 @@ bool encode_tma(const TmaMatrix& t, TmaDescriptor* out) {
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(t.box_rows),
                              1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r =
-      e.fn(reinterpret_cast<CUtensorMap*>(out),
-           t.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-           const_cast<void*>(t.base), dims, strides, box, elem_strides,
-           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS;
+  return encode_on_this_thread([&] {
+    return e.fn(reinterpret_cast<CUtensorMap*>(out),
+                t.bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                const_cast<void*>(t.base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  });
 }
 
 }  // namespace floe::detail::sm90
