@@ -35,33 +35,31 @@ __global__ void __launch_bounds__(T::kConsumerThreads)
 
   const float4* src =
       reinterpret_cast<const float4*>(acc + (tid / 128) * T::kDqHalfFloats) + tid % 128;
-  if constexpr (T::kDqThirds) {
+  // Each fragment value, scaled, to its (query row, d column) of the smem tile: row_col(i) says
+  // where value i of this thread belongs.
+  auto stage = [&](auto&& row_col) {
     CUTE_UNROLL
     for (int j = 0; j < T::kDqFrag / 4; ++j) {
       const float4 a = src[j * 128];
       const float in[4] = {a.x, a.y, a.z, a.w};
       CUTE_UNROLL
       for (int e = 0; e < 4; ++e) {
-        const auto rc = dq_third_coord<T>(tid, 4 * j + e);
+        const auto rc = row_col(4 * j + e);
         tile_s[get<0>(rc) * kRowElems + get<1>(rc)] = static_cast<Element>(in[e] * p.scale);
       }
     }
+  };
+  if constexpr (T::kDqThirds) {
+    stage([&](int i) { return dq_third_coord<T>(tid, i); });
   } else {
     typename T::MmadQ mma_dq;
     Tensor coord =
         mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(typename T::TileDq{}));
     static_assert(decltype(size(coord))::value == T::kDqFrag, "dQ fragment size");
-    CUTE_UNROLL
-    for (int j = 0; j < T::kDqFrag / 4; ++j) {
-      const float4 a = src[j * 128];
-      const float in[4] = {a.x, a.y, a.z, a.w};
-      CUTE_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int row = get < T::kDqSwapAB ? 1 : 0 > (coord(4 * j + e));
-        const int col = get < T::kDqSwapAB ? 0 : 1 > (coord(4 * j + e));
-        tile_s[row * kRowElems + col] = static_cast<Element>(in[e] * p.scale);
-      }
-    }
+    stage([&](int i) {
+      return cute::make_tuple(get < T::kDqSwapAB ? 1 : 0 > (coord(i)),
+                              get < T::kDqSwapAB ? 0 : 1 > (coord(i)));
+    });
   }
   __syncthreads();
 
