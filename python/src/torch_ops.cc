@@ -13,10 +13,13 @@
 #include <Python.h>
 #include <nanobind/nanobind.h>
 
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -143,11 +146,22 @@ bool make_key(Key& key, const at::Tensor* const* ts, int n, PyObject* options, i
   key.device_index = dev.index();
   key.kind = static_cast<int8_t>(kind);
   key.options = options;
-  key.options_hash = PyObject_Hash(options);
-  if (key.options_hash == -1) {
-    PyErr_Clear();
-    return false;
+  // The common calls pass one remembered tuple (_ops._SIMPLE_OPTIONS): its hash is kept (a
+  // tuple's is not cached by Python). The reference keeps the address from being reused.
+  static PyObject* last_options = nullptr;
+  static Py_hash_t last_hash = -1;
+  if (options != last_options) {
+    const Py_hash_t h = PyObject_Hash(options);
+    if (h == -1) {
+      PyErr_Clear();
+      return false;
+    }
+    Py_INCREF(options);
+    Py_XDECREF(last_options);
+    last_options = options;
+    last_hash = h;
   }
+  key.options_hash = last_hash;
   return true;
 }
 
@@ -218,6 +232,54 @@ void clear() {
   hits = 0;
 }
 
+// The allocator of torch's own CUDA tensors (the caching allocator, or the pluggable one that
+// replaced it, which torch allows only before the first allocation), read off one tensor.
+c10::Allocator* cuda_allocator(const at::Tensor& like) {
+  static c10::Allocator* allocator = nullptr;
+  if (allocator == nullptr) {
+    const at::Tensor probe = at::empty({1}, like.options().dtype(at::kByte));
+    allocator = probe.storage().allocator();
+  }
+  return allocator;
+}
+
+// torch's empty tensors on CUDA without the dispatcher's round trip: what at::empty_strided's
+// CUDA kernel does (torch's allocator on the current device and stream; inside graph capture
+// it serves the graph's pool), save its NaN fill under torch.use_deterministic_algorithms
+// with fill_uninitialized_memory, which takes the dispatcher's path.
+at::Tensor new_strided(const at::Tensor& like, at::IntArrayRef sizes, at::IntArrayRef strides,
+                       at::ScalarType dtype) {
+  if (like.is_cuda()) {
+    c10::Allocator* cuda = cuda_allocator(like);
+    const auto& ctx = at::globalContext();
+    if (cuda != nullptr &&
+        !(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory())) {
+      return at::Tensor(at::detail::empty_strided_generic(
+          sizes, strides, cuda, c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
+    }
+  }
+  return at::empty_strided(sizes, strides, like.options().dtype(dtype));
+}
+
+// torch.empty_like's layout rule: the operand's strides where it is dense, packed otherwise.
+at::Tensor new_like(const at::Tensor& t) {
+  if (t.is_non_overlapping_and_dense()) {
+    return new_strided(t, t.sizes(), t.strides(), t.scalar_type());
+  }
+  return at::empty_like(t);
+}
+
+// Makes dev current for the call where it is not (the plan executes on its device and the
+// allocator serves the current one); one cudaGetDevice where it is, as usual.
+struct DeviceScope {
+  std::optional<c10::DeviceGuard> guard;
+  explicit DeviceScope(const c10::Device& dev) {
+    if (dev.is_cuda() && c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice() != dev) {
+      guard.emplace(dev);
+    }
+  }
+};
+
 // The current stream of dev (CUDA), as the caching allocator sees it.
 void* stream_of(const c10::Device& dev) {
   if (!dev.is_cuda()) return nullptr;
@@ -233,7 +295,8 @@ bool run(const Entry& e, const at::Tensor& like, void* const* ptrs, int n) {
   const size_t bytes = e.workspace_bytes;
   if (dev.is_cuda()) {
     if (bytes) {
-      ws = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+      const int64_t n = static_cast<int64_t>(bytes);
+      ws = new_strided(like, {n}, {1}, at::kByte);
       ws_ptr = ws.mutable_data_ptr();
     }
     // A launch holds the GIL: it only queues work (~4 us), less than releasing it costs others.
@@ -294,13 +357,12 @@ PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool sta
     Py_RETURN_NONE;
   }
   const int64_t b = tq.size(0), h_q = tq.size(1), s_q = tq.size(2), d_v = tv.size(3);
-  std::optional<c10::DeviceGuard> guard;
-  if (tq.is_cuda()) guard.emplace(tq.device());
+  DeviceScope scope(tq.device());
   // o as [B, Sq, Hq, Dv] in memory (_ops._new_o); lse dense [B, Hq, Sq].
   at::Tensor o =
-      at::empty_strided({b, h_q, s_q, d_v}, {s_q * h_q * d_v, d_v, h_q * d_v, 1}, tq.options());
+      new_strided(tq, {b, h_q, s_q, d_v}, {s_q * h_q * d_v, d_v, h_q * d_v, 1}, tq.scalar_type());
   at::Tensor lse;
-  if (stats) lse = at::empty({b, h_q, s_q}, tq.options().dtype(at::kFloat));
+  if (stats) lse = new_strided(tq, {b, h_q, s_q}, {h_q * s_q, s_q, 1}, at::kFloat);
   void* ptrs[5] = {in(tq), in(tk), in(tv), o.mutable_data_ptr(),
                    stats ? lse.mutable_data_ptr() : nullptr};
   if (!run(*e, tq, ptrs, 5)) return nullptr;
@@ -345,10 +407,9 @@ PyObject* bwd(PyObject* d_o, PyObject* q, PyObject* k, PyObject* v, PyObject* o,
     Py_RETURN_NONE;
   }
   const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
-  std::optional<c10::DeviceGuard> guard;
-  if (tq.is_cuda()) guard.emplace(tq.device());
+  DeviceScope scope(tq.device());
   // Each gradient in its operand's layout where that is dense (torch.empty_like's rule).
-  at::Tensor dq = at::empty_like(tq), dk = at::empty_like(tk), dv = at::empty_like(tv);
+  at::Tensor dq = new_like(tq), dk = new_like(tk), dv = new_like(tv);
   void* ptrs[13] = {in(tq),
                     in(tk),
                     in(tv),
