@@ -21,7 +21,8 @@ def __getattr__(name):
     if name in _TORCH_NAMES:
         from . import _ops
 
-        value = getattr(_ops, name)
+        # attention: the C++ front of _ops.attention where there is one (_ops._front).
+        value = _ops._front if name == "attention" else getattr(_ops, name)
     elif name in _SERVING_NAMES:
         from . import _serving
 

@@ -662,6 +662,23 @@ def _plain_backward(fwd_key, d_o, q, k, v, o, lse, options):
     return dq, dk, dv
 
 
+def _set_autograd_node(enabled: bool) -> bool:
+    """Turns floe._floe_torch's C++ autograd node on or off (FLOE_TORCH_NODE=0 starts with it
+    off): on, a plain eager call with gradients whose forward plan is a hit records a C++ node
+    (forward and backward with no Python frame on a hit); off, _EagerAttention records it.
+    Returns whether the node is on (False where the C++ layer is absent)."""
+    if _c is None:
+        return False
+    _c.autograd_node(bool(enabled), _plain_backward)
+    return _c.autograd_node_enabled()
+
+
+if _c is not None:
+    _node_on = os.environ.get("FLOE_TORCH_NODE", "1").lower() not in ("0", "off", "no", "false")
+    _set_autograd_node(_node_on)
+    torch_ext += ", C++ autograd node " + ("on" if _node_on else "off (FLOE_TORCH_NODE=0)")
+
+
 class _EagerAttention(torch.autograd.Function):
     """The eager path with gradients: the same forward and backward as the custom ops, without
     the dispatcher's round trips through Python (host time per call). The options travel as one
@@ -758,8 +775,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
     # (tests/python: test_fast_path_matches_dispatcher).
     if (bias is None and sink is None and seq_len_q is None and seq_len_kv is None
             and not _is_compiling()):
-        # A plan-cache hit with no gradient to record: in C++ where floe._floe_torch is loaded
-        # (it declines, None, what the lines below must take: gradients, modes, a miss).
+        # A plan-cache hit in C++ where floe._floe_torch is loaded, with gradients too where
+        # its autograd node is on (it declines, None, what the lines below must take: modes,
+        # subclasses, a miss, gradients with the node off).
         if _c_fwd is not None:
             out = _c_fwd(q, k, v, options, return_lse, enable_gqa)
             if out is not None:
@@ -784,6 +802,37 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal=False, window=None,
     else:
         o, lse = torch.ops.floe.fwd(q, k, v, bias, sink, seq_len_q, seq_len_kv, *options)
     return (o, lse) if return_lse else o
+
+
+def _make_front():
+    """(floe.attention, why): floe._floe_torch's C++ front of attention (the eager plan-cache
+    hits with no Python frame; every other call goes to attention as it came) where the C++
+    layer is loaded and torch.compile can be told to trace attention in its place
+    (torch._dynamo.substitute_in_graph, torch >= 2.5); attention itself otherwise.
+    FLOE_TORCH_FRONT=0 keeps the Python function."""
+    if _c is None:
+        return attention, "off (no C++ layer)"
+    if os.environ.get("FLOE_TORCH_FRONT", "1").lower() in ("0", "off", "no", "false"):
+        return attention, "off (FLOE_TORCH_FRONT=0)"
+    if not hasattr(torch.compiler, "_is_compiling_flag"):
+        return attention, "off (torch.compiler has no _is_compiling_flag)"
+    try:
+        from torch._dynamo import substitute_in_graph
+    except ImportError:
+        return attention, "off (no torch._dynamo.substitute_in_graph)"
+    import sys
+
+    front = _c.make_front(attention, torch.compiler, sys.modules[__name__],
+                          _options(False, None, "top_left", None, None, False, "auto"),
+                          _options(True, None, "top_left", None, None, False, "auto"))
+    substitute_in_graph(front, skip_signature_check=True)(attention)
+    return front, "on"
+
+
+# floe.attention (floe/__init__.py reads it from here).
+_front, front_state = _make_front()
+if _c is not None:
+    torch_ext += f", C++ front {front_state}"
 
 
 class Explanation(NamedTuple):

@@ -12,6 +12,7 @@
 // finds or builds the plan and hands its entry back (remember_fwd / remember_bwd).
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
@@ -19,18 +20,21 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "c_api.h"
@@ -104,15 +108,18 @@ void release(const Key& key, Entry& e) {
 
 // A tensor this path serves: a plain strided CPU or CUDA tensor of torch's own class, no
 // subclass, functorch wrapper or functional tensor (those take the dispatcher's path).
-const at::Tensor* plain(PyObject* obj, int rank) {
-  if (!THPVariable_CheckExact(obj)) return nullptr;
-  const at::Tensor& t = THPVariable_Unpack(obj);
-  if (!t.defined() || t.dim() != rank || t.layout() != c10::kStrided) return nullptr;
+bool plain_tensor(const at::Tensor& t, int rank) {
+  if (!t.defined() || t.dim() != rank || t.layout() != c10::kStrided) return false;
   static const c10::DispatchKeySet wrapped(
       {c10::DispatchKey::Python, c10::DispatchKey::FuncTorchBatched,
        c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Functionalize});
-  if (t.key_set().has_any(wrapped)) return nullptr;
-  return &t;
+  return !t.key_set().has_any(wrapped);
+}
+
+const at::Tensor* plain(PyObject* obj, int rank) {
+  if (!THPVariable_CheckExact(obj)) return nullptr;
+  const at::Tensor& t = THPVariable_Unpack(obj);
+  return plain_tensor(t, rank) ? &t : nullptr;
 }
 
 bool modes_active() {
@@ -286,13 +293,29 @@ void* stream_of(const c10::Device& dev) {
   return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(dev).native_handle();
 }
 
+// What a call needs of a cache entry, copied out of it: the entry may be dropped (by another
+// thread's miss) while the CPU path runs with the GIL released.
+struct Hit {
+  const void* raw;
+  size_t workspace_bytes;
+  PyObject* plan;  // held by the caller for the call
+};
+
+Hit hit_of(const Entry& e) {
+  return Hit{e.raw, e.workspace_bytes, e.plan};
+}
+
 // Allocates the workspace (kept alive in ws until the launch is queued: the caching allocator
 // then reuses the block only in the current stream's order, as for any torch op), executes.
-bool run(const Entry& e, const at::Tensor& like, void* const* ptrs, int n) {
+// GIL held.
+bool stub = false;  // bench/python_node.py --stub: the execute replaced by nothing
+
+bool run(const Hit& e, const at::Tensor& like, void* const* ptrs, int n) {
   const c10::Device dev = like.device();
   at::Tensor ws;
   void* ws_ptr = nullptr;
   const size_t bytes = e.workspace_bytes;
+  const void* raw = e.raw;
   if (dev.is_cuda()) {
     if (bytes) {
       const int64_t n = static_cast<int64_t>(bytes);
@@ -300,12 +323,13 @@ bool run(const Entry& e, const at::Tensor& like, void* const* ptrs, int n) {
       ws_ptr = ws.mutable_data_ptr();
     }
     // A launch holds the GIL: it only queues work (~4 us), less than releasing it costs others.
-    if (api->execute(e.raw, ptrs, n, ws_ptr, bytes, stream_of(dev)) != 0) {
+    if (!stub && api->execute(raw, ptrs, n, ws_ptr, bytes, stream_of(dev)) != 0) {
       api->raise_last();
       return false;
     }
     return true;
   }
+  if (stub) return true;
   if (bytes) {  // the CPU allocator aligns to 64 bytes; floe wants 256
     ws = at::empty({static_cast<int64_t>(bytes) + 256}, like.options().dtype(at::kByte));
     ws_ptr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.mutable_data_ptr()) + 255) &
@@ -316,7 +340,7 @@ bool run(const Entry& e, const at::Tensor& like, void* const* ptrs, int n) {
   PyObject* plan = e.plan;
   Py_INCREF(plan);
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = api->execute(e.raw, ptrs, n, ws_ptr, bytes, nullptr);
+  Py_BEGIN_ALLOW_THREADS rc = api->execute(raw, ptrs, n, ws_ptr, bytes, nullptr);
   Py_END_ALLOW_THREADS Py_DECREF(plan);
   if (rc != 0) {
     api->raise_last();
@@ -338,8 +362,189 @@ bool forward_tensors(PyObject* q, PyObject* k, PyObject* v, bool enable_gqa,
   return enable_gqa || ts[0]->size(1) == ts[1]->size(1);
 }
 
-// floe.attention's eager call with no gradient (or _EagerAttention.forward's, where autograd
-// has turned gradients off): o, or (o, lse) with stats; None where Python must take the call.
+// The forward of a hit: o, and lse where stats; false with the Python error set.
+bool forward_run(const Hit& hit, const at::Tensor& tq, const at::Tensor& tk, const at::Tensor& tv,
+                 bool stats, at::Tensor& o, at::Tensor& lse) {
+  const int64_t b = tq.size(0), h_q = tq.size(1), s_q = tq.size(2), d_v = tv.size(3);
+  DeviceScope scope(tq.device());
+  // o as [B, Sq, Hq, Dv] in memory (_ops._new_o); lse dense [B, Hq, Sq].
+  o = new_strided(tq, {b, h_q, s_q, d_v}, {s_q * h_q * d_v, d_v, h_q * d_v, 1}, tq.scalar_type());
+  if (stats) lse = new_strided(tq, {b, h_q, s_q}, {h_q * s_q, s_q, 1}, at::kFloat);
+  void* ptrs[5] = {in(tq), in(tk), in(tv), o.mutable_data_ptr(),
+                   stats ? lse.mutable_data_ptr() : nullptr};
+  return run(hit, tq, ptrs, 5);
+}
+
+// The backward of a hit on ts = (q, k, v, o, d_o, lse), plain tensors, d_o of unit innermost
+// stride: 1 with dq, dk, dv made; 0 on a miss (Python's); -1 with the Python error set.
+int backward_hit(const at::Tensor* const ts[6], PyObject* options, at::Tensor& dq, at::Tensor& dk,
+                 at::Tensor& dv) {
+  Key key;
+  if (!make_key(key, ts, 6, options, 2)) return 0;
+  Entry* e = lookup(key);
+  if (e == nullptr) return PyErr_Occurred() ? -1 : 0;
+  const Hit hit = hit_of(*e);
+  const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
+  DeviceScope scope(tq.device());
+  // Each gradient in its operand's layout where that is dense (torch.empty_like's rule).
+  dq = new_like(tq);
+  dk = new_like(tk);
+  dv = new_like(tv);
+  void* ptrs[13] = {in(tq),
+                    in(tk),
+                    in(tv),
+                    in(*ts[3]),
+                    in(*ts[5]),
+                    nullptr,
+                    nullptr,
+                    nullptr,
+                    nullptr,
+                    in(*ts[4]),
+                    dq.mutable_data_ptr(),
+                    dk.mutable_data_ptr(),
+                    dv.mutable_data_ptr()};
+  return run(hit, tq, ptrs, 13) ? 1 : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The autograd node: a plain eager call with gradients (no bias, sink or lengths) whose forward
+// plan is a hit records a C++ node (torch::autograd::Function) instead of floe/_ops.py's
+// _EagerAttention (a Python autograd.Function): no Python frame on the forward, and autograd's
+// engine runs the backward without entering Python on a hit (the GIL is taken for the cache's
+// Python objects). A backward miss calls _ops._plain_backward, which builds the plan and hands
+// the entry back. The same plans, launches and outputs as _EagerAttention's (tests/python).
+
+bool node_enabled = false;
+PyObject* backward_fallback = nullptr;  // _ops._plain_backward
+
+// A Python reference that may be dropped on any thread: autograd frees nodes (and so their
+// saved options) on its device threads, without the GIL.
+struct PyRef : torch::CustomClassHolder {
+  PyObject* obj;
+  explicit PyRef(PyObject* o) : obj(o) {
+    Py_INCREF(o);  // GIL held: made in the forward
+  }
+  ~PyRef() override {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (!Py_IsInitialized() || finalizing) return;  // at exit: left to the process
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(obj);
+    PyGILState_Release(gil);
+  }
+};
+
+// Thrown out of the node's forward (inside Function::apply) where the Python error is set.
+struct PythonErrorSet {};
+
+struct GilAcquire {
+  PyGILState_STATE state = PyGILState_Ensure();
+  ~GilAcquire() { PyGILState_Release(state); }
+};
+
+struct AttentionNode : torch::autograd::Function<AttentionNode> {
+  // One gradient per argument of forward (autograd checks the count): dq, dk, dv, then none
+  // for hit, options and return_lse.
+  static constexpr int kArgs = 6;
+
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& q, const at::Tensor& k,
+                                                const at::Tensor& v, const Hit& hit,
+                                                PyObject* options, bool return_lse) {
+    at::Tensor o, lse;
+    if (!forward_run(hit, q, k, v, true, o, lse)) throw PythonErrorSet{};
+    ctx->save_for_backward({q, k, v, o, lse});
+    ctx->saved_data["options"] = at::IValue::make_capsule(c10::make_intrusive<PyRef>(options));
+    if (!return_lse) return {o};
+    ctx->mark_non_differentiable({lse});
+    // The backward never reads d_lse: autograd need not make (and fill) a zero tensor for it.
+    ctx->set_materialize_grads(false);
+    return {o, lse};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    at::Tensor d_o = grads[0];
+    // Not materialized with return_lse (see forward): o's gradient is zero.
+    if (!d_o.defined()) d_o = at::zeros_like(o);
+    PyObject* options = static_cast<PyRef*>(ctx->saved_data["options"].toCapsule().get())->obj;
+    torch::autograd::variable_list out(kArgs);
+    GilAcquire gil;
+    const at::Tensor* ts[6] = {&q, &k, &v, &o, &d_o, &lse};
+    int served = 0;
+    // A d_o of non-unit innermost stride is made dense first (_ops._dense_d_o): Python's.
+    if (plain_tensor(d_o, 4) && d_o.stride(3) == 1 && !modes_active()) {
+      served = backward_hit(ts, options, out[0], out[1], out[2]);
+    }
+    if (served < 0) torch::throw_python_error();
+    if (served == 0) {
+      PyObject* args[8] = {Py_None,
+                           THPVariable_Wrap(d_o),
+                           THPVariable_Wrap(q),
+                           THPVariable_Wrap(k),
+                           THPVariable_Wrap(v),
+                           THPVariable_Wrap(o),
+                           THPVariable_Wrap(lse),
+                           options};
+      bool wrapped = true;
+      for (int i = 1; i < 7; ++i) wrapped = wrapped && args[i] != nullptr;
+      PyObject* r = wrapped ? PyObject_Vectorcall(backward_fallback, args, 8, nullptr) : nullptr;
+      for (int i = 1; i < 7; ++i) Py_XDECREF(args[i]);
+      if (r == nullptr) torch::throw_python_error();
+      bool ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3;
+      for (int i = 0; ok && i < 3; ++i) {
+        PyObject* g = PyTuple_GET_ITEM(r, i);
+        ok = THPVariable_Check(g);
+        if (ok) out[i] = THPVariable_Unpack(g);
+      }
+      Py_DECREF(r);
+      TORCH_CHECK(ok, "floe: _plain_backward returned no (dq, dk, dv)");
+    }
+    return out;
+  }
+};
+
+// The gradient-recording call: the node's output (o, or (o, lse)), or None where Python must
+// take the call (a miss, the node turned off).
+PyObject* fwd_node(const at::Tensor& tq, const at::Tensor& tk, const at::Tensor& tv,
+                   PyObject* options, bool stats) {
+  if (!node_enabled || backward_fallback == nullptr) Py_RETURN_NONE;
+  const at::Tensor* ts[3] = {&tq, &tk, &tv};
+  Key key;
+  // The plan with the LSE (kind 1): the backward reads it.
+  if (!make_key(key, ts, 3, options, 1)) Py_RETURN_NONE;
+  Entry* e = lookup(key);
+  if (e == nullptr) {
+    if (PyErr_Occurred()) return nullptr;
+    Py_RETURN_NONE;
+  }
+  const Hit hit = hit_of(*e);
+  torch::autograd::variable_list outs;
+  try {
+    outs = AttentionNode::apply(tq, tk, tv, hit, options, stats);
+  } catch (const PythonErrorSet&) {
+    return nullptr;
+  }
+  PyObject* po = THPVariable_Wrap(std::move(outs[0]));
+  if (!stats || po == nullptr) return po;
+  PyObject* pl = THPVariable_Wrap(std::move(outs[1]));
+  if (pl == nullptr) {
+    Py_DECREF(po);
+    return nullptr;
+  }
+  PyObject* out = PyTuple_New(2);
+  PyTuple_SET_ITEM(out, 0, po);
+  PyTuple_SET_ITEM(out, 1, pl);
+  return out;
+}
+
+// floe.attention's eager call (or _EagerAttention.forward's, where autograd has turned
+// gradients off): o, or (o, lse) with stats; None where Python must take the call.
 PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool stats,
               bool enable_gqa) {
   const at::Tensor* ts[3];
@@ -347,7 +552,7 @@ PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool sta
   const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
   if (c10::GradMode::is_enabled() &&
       (tq.requires_grad() || tk.requires_grad() || tv.requires_grad())) {
-    Py_RETURN_NONE;
+    return fwd_node(tq, tk, tv, options, stats);
   }
   Key key;
   if (!make_key(key, ts, 3, options, stats ? 1 : 0)) Py_RETURN_NONE;
@@ -356,16 +561,8 @@ PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool sta
     if (PyErr_Occurred()) return nullptr;
     Py_RETURN_NONE;
   }
-  const int64_t b = tq.size(0), h_q = tq.size(1), s_q = tq.size(2), d_v = tv.size(3);
-  DeviceScope scope(tq.device());
-  // o as [B, Sq, Hq, Dv] in memory (_ops._new_o); lse dense [B, Hq, Sq].
-  at::Tensor o =
-      new_strided(tq, {b, h_q, s_q, d_v}, {s_q * h_q * d_v, d_v, h_q * d_v, 1}, tq.scalar_type());
-  at::Tensor lse;
-  if (stats) lse = new_strided(tq, {b, h_q, s_q}, {h_q * s_q, s_q, 1}, at::kFloat);
-  void* ptrs[5] = {in(tq), in(tk), in(tv), o.mutable_data_ptr(),
-                   stats ? lse.mutable_data_ptr() : nullptr};
-  if (!run(*e, tq, ptrs, 5)) return nullptr;
+  at::Tensor o, lse;
+  if (!forward_run(hit_of(*e), tq, tk, tv, stats, o, lse)) return nullptr;
   PyObject* po = THPVariable_Wrap(std::move(o));
   if (!stats || po == nullptr) return po;
   PyObject* pl = THPVariable_Wrap(std::move(lse));
@@ -378,6 +575,81 @@ PyObject* fwd(PyObject* q, PyObject* k, PyObject* v, PyObject* options, bool sta
   PyTuple_SET_ITEM(out, 1, pl);
   return out;
 }
+
+// ---------------------------------------------------------------------------------------------
+// floe.attention's front in C++ (_ops._front): the calls that fwd serves, q, k, v positional and
+// no keyword beyond causal (True or False), return_lse and enable_gqa (the others at their
+// defaults), go to fwd with no Python frame; everything else, and whatever fwd declines, is
+// handed as it came to the Python attention (_ops.attention). torch.compile traces the Python
+// function in its place (torch._dynamo.substitute_in_graph, registered by _ops).
+
+PyObject* py_attention = nullptr;   // _ops.attention
+PyObject* compiler_dict = nullptr;  // torch.compiler's globals: its _is_compiling_flag
+PyObject* ops_dict = nullptr;       // _ops's globals: _c_fwd None (tests, benches) turns this off
+PyObject* causal_options[2] = {nullptr, nullptr};  // _ops._options(False / True, ...)
+
+struct Names {
+  PyObject *causal, *return_lse, *enable_gqa, *window, *bias, *sink, *softcap, *scale, *seq_len_q,
+      *seq_len_kv, *deterministic, *engine, *align, *is_compiling_flag, *auto_, *top_left, *c_fwd;
+} names;
+
+PyObject* attention_front(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *causal = Py_False, *stats = Py_False, *gqa = Py_True;
+  bool fast = nargs == 3;
+  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; fast && i < nkw; ++i) {
+    // Keyword names of a call site are interned: compared by address (any other spelling of
+    // the same name just takes the Python path).
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    PyObject* value = args[nargs + i];
+    if (name == names.causal) {
+      causal = value;
+    } else if (name == names.return_lse) {
+      stats = value;
+    } else if (name == names.enable_gqa) {
+      gqa = value;
+    } else if (name == names.window || name == names.bias || name == names.sink ||
+               name == names.softcap || name == names.scale || name == names.seq_len_q ||
+               name == names.seq_len_kv) {
+      fast = value == Py_None;
+    } else if (name == names.deterministic) {
+      fast = value == Py_False;
+    } else if (name == names.engine) {
+      fast = value == names.auto_;
+    } else if (name == names.align) {
+      fast = value == names.top_left;
+    } else {
+      fast = false;
+    }
+  }
+  if (fast && (causal == Py_True || causal == Py_False)) {
+    // Borrowed: the dicts are held. Python's attention checks torch.compiler.is_compiling().
+    PyObject* flag = PyDict_GetItemWithError(compiler_dict, names.is_compiling_flag);
+    if (flag == nullptr && PyErr_Occurred()) return nullptr;
+    const int compiling = flag == nullptr ? 0 : PyObject_IsTrue(flag);
+    PyObject* c_fwd = PyDict_GetItemWithError(ops_dict, names.c_fwd);
+    if (c_fwd == nullptr && PyErr_Occurred()) return nullptr;
+    const int s = PyObject_IsTrue(stats), g = PyObject_IsTrue(gqa);
+    if (s < 0 || g < 0 || compiling < 0) return nullptr;
+    if (!compiling && c_fwd != nullptr && c_fwd != Py_None) {
+      PyObject* out =
+          fwd(args[0], args[1], args[2], causal_options[causal == Py_True], s == 1, g == 1);
+      if (out != Py_None) return out;  // a result, or nullptr with the error set
+      Py_DECREF(out);
+    }
+  }
+  return PyObject_Vectorcall(py_attention, args, nargsf, kwnames);
+}
+
+PyMethodDef attention_front_def = {
+    "attention", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(attention_front)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "attention(q, k, v, *, causal=False, window=None, bias=None, sink=None, softcap=None, "
+    "scale=None, seq_len_q=None, seq_len_kv=None, enable_gqa=True, return_lse=False, "
+    "deterministic=False, engine='auto', align='top_left')\n--\n\n"
+    "floe.attention: floe._floe_torch's front of floe._ops.attention (see its docstring), "
+    "which serves the eager plan-cache hits with no Python frame."};
 
 bool backward_tensors(PyObject* d_o, PyObject* q, PyObject* k, PyObject* v, PyObject* o,
                       PyObject* lse, const at::Tensor* ts[6]) {
@@ -399,31 +671,10 @@ PyObject* bwd(PyObject* d_o, PyObject* q, PyObject* k, PyObject* v, PyObject* o,
               PyObject* options) {
   const at::Tensor* ts[6];
   if (!backward_tensors(d_o, q, k, v, o, lse, ts)) Py_RETURN_NONE;
-  Key key;
-  if (!make_key(key, ts, 6, options, 2)) Py_RETURN_NONE;
-  Entry* e = lookup(key);
-  if (e == nullptr) {
-    if (PyErr_Occurred()) return nullptr;
-    Py_RETURN_NONE;
-  }
-  const at::Tensor &tq = *ts[0], &tk = *ts[1], &tv = *ts[2];
-  DeviceScope scope(tq.device());
-  // Each gradient in its operand's layout where that is dense (torch.empty_like's rule).
-  at::Tensor dq = new_like(tq), dk = new_like(tk), dv = new_like(tv);
-  void* ptrs[13] = {in(tq),
-                    in(tk),
-                    in(tv),
-                    in(*ts[3]),
-                    in(*ts[5]),
-                    nullptr,
-                    nullptr,
-                    nullptr,
-                    nullptr,
-                    in(*ts[4]),
-                    dq.mutable_data_ptr(),
-                    dk.mutable_data_ptr(),
-                    dv.mutable_data_ptr()};
-  if (!run(*e, tq, ptrs, 13)) return nullptr;
+  at::Tensor dq, dk, dv;
+  const int served = backward_hit(ts, options, dq, dk, dv);
+  if (served < 0) return nullptr;
+  if (served == 0) Py_RETURN_NONE;
   PyObject* out = PyTuple_New(3);
   PyTuple_SET_ITEM(out, 0, THPVariable_Wrap(std::move(dq)));
   PyTuple_SET_ITEM(out, 1, THPVariable_Wrap(std::move(dk)));
@@ -456,6 +707,68 @@ NB_MODULE(_floe_torch, m) {
     clear();
     max_entries = 2 * (maxsize ? maxsize : 1);
   });
+  // The C++ autograd node (AttentionNode) for the plain eager calls with gradients: on where
+  // enabled, fallback (_ops._plain_backward) taking a backward miss; off: None, Python's
+  // _EagerAttention records those calls (FLOE_TORCH_NODE=0).
+  m.def("autograd_node", [](bool enabled, nb::handle fallback) {
+    if (enabled && !PyCallable_Check(fallback.ptr())) {
+      throw nb::type_error("floe._floe_torch.autograd_node: fallback must be callable");
+    }
+    if (enabled) {
+      Py_XDECREF(backward_fallback);
+      backward_fallback = fallback.inc_ref().ptr();  // kept: nodes may outlive a later call
+    }
+    node_enabled = enabled;
+  });
+  m.def("autograd_node_enabled", [] { return node_enabled; });
+  // floe.attention's C++ front (attention_front): python_attention takes every call it does
+  // not serve; options_false/options_true: _ops._options(causal, None, 'top_left', None, None,
+  // False, 'auto') of each causal.
+  m.def("make_front",
+        [](nb::handle python_attention, nb::handle compiler, nb::handle ops,
+           nb::handle options_false, nb::handle options_true) -> nb::object {
+          static bool interned = false;
+          if (!interned) {
+            auto intern = [](const char* s) { return PyUnicode_InternFromString(s); };  // kept
+            names = Names{intern("causal"),        intern("return_lse"),
+                          intern("enable_gqa"),    intern("window"),
+                          intern("bias"),          intern("sink"),
+                          intern("softcap"),       intern("scale"),
+                          intern("seq_len_q"),     intern("seq_len_kv"),
+                          intern("deterministic"), intern("engine"),
+                          intern("align"),         intern("_is_compiling_flag"),
+                          intern("auto"),          intern("top_left"),
+                          intern("_c_fwd")};
+            interned = true;
+          }
+          Py_XDECREF(py_attention);
+          Py_XDECREF(compiler_dict);
+          Py_XDECREF(ops_dict);
+          Py_XDECREF(causal_options[0]);
+          Py_XDECREF(causal_options[1]);
+          py_attention = python_attention.inc_ref().ptr();
+          compiler_dict = PyModule_GetDict(compiler.ptr());  // borrowed, then held
+          ops_dict = PyModule_GetDict(ops.ptr());
+          if (compiler_dict == nullptr || ops_dict == nullptr) throw nb::python_error();
+          Py_INCREF(compiler_dict);
+          Py_INCREF(ops_dict);
+          causal_options[0] = options_false.inc_ref().ptr();
+          causal_options[1] = options_true.inc_ref().ptr();
+          // help(floe.attention): the Python function's docstring after the signature.
+          static std::string doc;
+          if (doc.empty()) {
+            doc = attention_front_def.ml_doc;
+            nb::object text = nb::borrow(python_attention).attr("__doc__");
+            if (PyUnicode_Check(text.ptr())) doc += "\n\n" + nb::cast<std::string>(text);
+            attention_front_def.ml_doc = doc.c_str();
+          }
+          PyObject* f = PyCFunction_NewEx(&attention_front_def, nullptr, nullptr);
+          if (f == nullptr) throw nb::python_error();
+          return nb::steal(f);
+        });
+  // For host-time measurement only (bench/python_node.py --stub): hits allocate their outputs
+  // and launch nothing; the outputs are then garbage.
+  m.def("stub_execute", [](bool on) { stub = on; });
   m.def("hits", [] { return hits; });
   m.def("size", [] { return cache().size(); });
 

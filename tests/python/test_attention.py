@@ -691,7 +691,9 @@ def test_backward_without_gradients_of_outputs(device):
         out = floe.attention(q, k, v, causal=True, return_lse=return_lse)
         o = out[0] if return_lse else out
         assert not return_lse or not out[1].requires_grad
-        grads = o.grad_fn.apply(None, None)
+        # One absent gradient per output. The Python Function's node has apply; floe's C++
+        # node (floe._floe_torch) is called.
+        grads = getattr(o.grad_fn, "apply", o.grad_fn)(*(None,) * (2 if return_lse else 1))
         for g in grads[:3]:
             assert g is not None and torch.equal(g, torch.zeros_like(g))
         assert all(g is None for g in grads[3:])
@@ -787,3 +789,207 @@ def test_cpp_path_matches_python_path(device, monkeypatch):
         assert floe.plan_cache_info().misses == 3 and _ops._c.hits() == 0
     finally:
         floe.clear_plan_cache(maxsize=512)
+
+
+def _node_on():
+    return _ops._c is not None and _ops._c.autograd_node_enabled()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_autograd_node_matches_function(device, monkeypatch):
+    # floe._floe_torch's C++ autograd node records the plain eager calls with gradients on a
+    # forward hit: bitwise the same o, lse and gradients as the Python _EagerAttention on the
+    # same plans (GQA, strided views, return_lse or not, an absent d_o), its backward a C++
+    # hit; a backward miss goes to _ops._plain_backward, which builds the plan and hands it on.
+    if _ops._c is None:
+        pytest.skip(f"no C++ path: {_ops.torch_ext}")
+    torch.manual_seed(92)
+    qkv = rand(2, 24, 3, 4, 64, device=device)  # [B, S, 3, H, D]: strided views
+    q = qkv[:, :, 0].transpose(1, 2)
+    k, v = (rand(2, 2, 24, 64, device=device) for _ in range(2))
+    d_o = torch.randn(2, 4, 24, 64, device=device).bfloat16()
+
+    def run(return_lse):
+        out = floe.attention(q, k, v, causal=True, window=(7, None), return_lse=return_lse)
+        o = out[0] if return_lse else out
+        node = o.grad_fn.name()
+        grads = torch.autograd.grad(o, (qkv, k, v), d_o)
+        return node, (o.detach(),) + ((out[1],) if return_lse else ()) + grads
+
+    for return_lse in (False, True):
+        floe.clear_plan_cache()
+        _ops._set_autograd_node(False)
+        run(return_lse)  # misses: the plans built (forward with LSE, backward)
+        node_f, function = run(return_lse)
+        assert node_f == "_EagerAttentionBackward"
+        _ops._set_autograd_node(True)
+        hits = _ops._c.hits()
+        node_c, cpp = run(return_lse)
+        try:
+            assert "AttentionNode" in node_c, node_c
+            assert _ops._c.hits() == hits + 2  # the forward and the backward, both C++ hits
+            assert floe.plan_cache_info().misses == 2
+            for a, b in zip(function, cpp):
+                assert torch.equal(a, b)
+            # A backward miss: the backward plan evicted, _plain_backward builds it again.
+            out = floe.attention(q, k, v, causal=True, window=(7, None), return_lse=return_lse)
+            o = out[0] if return_lse else out
+            floe.clear_plan_cache()
+            grads = torch.autograd.grad(o, (qkv, k, v), d_o)
+            assert floe.plan_cache_info().misses == 1
+            for a, b in zip(function[-3:], grads):
+                assert torch.equal(a, b)
+        finally:
+            _ops._set_autograd_node(True)
+    # A backward with no output gradient (return_lse: none is materialized): zero gradients.
+    floe.attention(q, k, v, causal=True, window=(7, None))  # the forward plan (cleared above)
+    o, lse = floe.attention(q, k, v, causal=True, window=(7, None), return_lse=True)
+    assert "AttentionNode" in o.grad_fn.name() and not lse.requires_grad
+    grads = o.grad_fn(None, None)
+    assert len(grads) == 3
+    for g in grads:
+        assert g is not None and torch.equal(g, torch.zeros_like(g))
+    # The graph kept (retain_graph): the same gradients again.
+    o = floe.attention(q, k, v, causal=True, window=(7, None))
+    g1 = torch.autograd.grad(o, (qkv, k, v), d_o, retain_graph=True)
+    g2 = torch.autograd.grad(o, (qkv, k, v), d_o)
+    for a, b in zip(g1, g2):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_cpp_autograd_node_declines(device):
+    # The node is recorded only for what its forward serves: no bias, sink or lengths, plain
+    # tensors, a forward hit. A miss, a bias, a dispatch mode, a non-dense d_o (made dense by
+    # Python), an inference-mode call and a no-grad call keep their paths; all give the same
+    # numbers. A refusal raises floe's error before any node is recorded.
+    if not _node_on():
+        pytest.skip(f"no C++ autograd node: {_ops.torch_ext}")
+    torch.manual_seed(93)
+    q, k, v = (rand(1, 2, 16, 64, device=device) for _ in range(3))
+    floe.clear_plan_cache()
+    o = floe.attention(q, k, v, causal=True)
+    assert o.grad_fn.name() == "_EagerAttentionBackward"  # a miss
+    o = floe.attention(q, k, v, causal=True)
+    assert "AttentionNode" in o.grad_fn.name()
+    ref = torch.autograd.grad(o, (q, k, v), torch.ones_like(o))
+    # o.sum(): a d_o expanded with stride 0 (not unit innermost): Python makes it dense.
+    o = floe.attention(q, k, v, causal=True)
+    got = torch.autograd.grad(o.sum(), (q, k, v))
+    for a, b in zip(ref, got):
+        assert torch.equal(a, b)
+    bias = rand(1, 1, 16, 16, device=device)
+    o = floe.attention(q, k, v, causal=True, bias=bias)
+    assert o.grad_fn.name() == "_EagerAttentionBackward"
+    with torch.no_grad():
+        assert floe.attention(q, k, v, causal=True).grad_fn is None
+    with pytest.raises(floe.FloeError, match="tensor 'v' dims"):
+        floe.attention(q, k, v[:, :, :5], causal=True)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        o = floe.attention(q, k, v, causal=True)
+    assert "AttentionNode" not in o.grad_fn.name()
+
+
+def test_cpp_autograd_node_keeps_options_alive():
+    # Each node holds the options tuple (its backward's key), and drops it when freed (with
+    # its graph, or after a backward that does not retain it).
+    if not _node_on():
+        pytest.skip(f"no C++ autograd node: {_ops.torch_ext}")
+    import sys
+
+    q, k, v = (rand(1, 2, 16, 64) for _ in range(3))
+    floe.attention(q, k, v, causal=True)  # a miss (the Function) or a hit
+    options = _ops._SIMPLE_OPTIONS[(True, "top_left", False, "auto")]
+    o = floe.attention(q, k, v, causal=True)
+    assert "AttentionNode" in o.grad_fn.name()
+    del o
+    before = sys.getrefcount(options)
+    outs = [floe.attention(q, k, v, causal=True) for _ in range(4)]
+    assert sys.getrefcount(options) == before + 4
+    torch.autograd.grad(outs.pop(), (q, k, v), torch.ones(1, 2, 16, 64).bfloat16())
+    assert sys.getrefcount(options) == before + 3
+    del outs
+    assert sys.getrefcount(options) == before
+
+
+def test_cpp_front():
+    # floe.attention is floe._floe_torch's C++ front of _ops.attention where the C++ layer is
+    # loaded: the calls it serves (q, k, v positional, causal True/False, return_lse,
+    # enable_gqa, the other options at their defaults) are C++ hits with no Python frame; every
+    # other call reaches _ops.attention as it came. Same results either way, the same errors,
+    # the Python signature; _ops._c_fwd = None (tests, benches) turns it off.
+    if _ops.front_state != "on":
+        assert floe.attention is _ops.attention
+        pytest.skip(f"no C++ front: {_ops.front_state}")
+    import inspect
+
+    assert floe.attention is not _ops.attention
+    assert list(inspect.signature(floe.attention).parameters) == list(
+        inspect.signature(_ops.attention).parameters)
+    torch.manual_seed(94)
+    q, k, v = (rand(1, 4, 24, 64, requires_grad=False) for _ in range(3))
+    k2, v2 = k[:, :2], v[:, :2]
+    engine = "".join(["au", "to"])  # equal to 'auto', not the interned string: Python's
+    calls = [
+        ((q, k, v), {}), ((q, k, v), {"causal": True}), ((q, k, v), {"causal": False}),
+        ((q, k2, v2), {"causal": True, "return_lse": True}),
+        ((q, k, v), {"causal": True, "window": None, "bias": None, "scale": None,
+                     "deterministic": False, "engine": "auto", "align": "top_left"}),
+        ((q, k, v), {"return_lse": 1}),  # any truth value, as Python's
+        ((q, k, v), {"causal": "bottom_right"}), ((q, k, v), {"window": (3, 2)}),
+        ((q, k, v), {"scale": 0.2}), ((q, k, v), {"engine": engine}),
+        ((q, k, v), {"causal": 1}),
+    ]
+    import sys
+
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is _ops.attention.__code__:
+            frames.append(1)
+
+    with torch.no_grad():
+        for i, (args, kw) in enumerate(calls):
+            want = _ops.attention(*args, **kw)
+            hits = _ops._c.hits()
+            frames.clear()
+            sys.setprofile(profile)
+            try:
+                for _ in range(2):
+                    got = floe.attention(*args, **kw)
+            finally:
+                sys.setprofile(None)
+            # The first six are the front's; the others reach the Python function.
+            assert len(frames) == (0 if i < 6 else 2), kw
+            assert _ops._c.hits() == hits + 2, kw  # misses built by the Python calls above
+            for a, b in zip(got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,)):
+                assert torch.equal(a, b), kw
+    with pytest.raises(floe.FloeError, match="tensor 'v' dims"):
+        floe.attention(q, k, v[:, :, :5])
+    with pytest.raises(ValueError, match="align"):
+        floe.attention(q, k, v, causal="diagonal")
+    with pytest.raises(TypeError):
+        floe.attention(q, k, v, True)
+    with pytest.raises(TypeError):
+        floe.attention(q, k, v, causal=True, nonsense=1)
+    with pytest.raises(floe.FloeError, match="enable_gqa"):
+        floe.attention(q, k2, v2, enable_gqa=False)
+    monkeypatch_free = _ops._c_fwd
+    _ops._c_fwd = None  # as tests/benches switch the C++ path off: the front takes Python's
+    try:
+        frames.clear()
+        sys.setprofile(profile)
+        with torch.no_grad():
+            floe.attention(q, k, v, causal=True)
+        sys.setprofile(None)
+        assert len(frames) == 1
+    finally:
+        sys.setprofile(None)
+        _ops._c_fwd = monkeypatch_free
