@@ -440,6 +440,15 @@ struct PyRef : torch::CustomClassHolder {
 // Thrown out of the node's forward (inside Function::apply) where the Python error is set.
 struct PythonErrorSet {};
 
+// The Python error set here, carried out of the node's backward as torch's python_error:
+// autograd's engine rethrows it on the thread that called backward, which raises it there.
+// (torch::throw_python_error does this in recent torch only.)
+[[noreturn]] void throw_python_error() {
+  python_error err;
+  err.persist();
+  throw std::move(err);
+}
+
 struct GilAcquire {
   PyGILState_STATE state = PyGILState_Ensure();
   ~GilAcquire() { PyGILState_Release(state); }
@@ -481,7 +490,7 @@ struct AttentionNode : torch::autograd::Function<AttentionNode> {
     if (plain_tensor(d_o, 4) && d_o.stride(3) == 1 && !modes_active()) {
       served = backward_hit(ts, options, out[0], out[1], out[2]);
     }
-    if (served < 0) torch::throw_python_error();
+    if (served < 0) throw_python_error();
     if (served == 0) {
       PyObject* args[8] = {Py_None,
                            THPVariable_Wrap(d_o),
@@ -495,7 +504,7 @@ struct AttentionNode : torch::autograd::Function<AttentionNode> {
       for (int i = 1; i < 7; ++i) wrapped = wrapped && args[i] != nullptr;
       PyObject* r = wrapped ? PyObject_Vectorcall(backward_fallback, args, 8, nullptr) : nullptr;
       for (int i = 1; i < 7; ++i) Py_XDECREF(args[i]);
-      if (r == nullptr) torch::throw_python_error();
+      if (r == nullptr) throw_python_error();
       bool ok = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3;
       for (int i = 0; ok && i < 3; ++i) {
         PyObject* g = PyTuple_GET_ITEM(r, i);

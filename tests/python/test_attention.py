@@ -816,16 +816,17 @@ def test_cpp_autograd_node_matches_function(device, monkeypatch):
         grads = torch.autograd.grad(o, (qkv, k, v), d_o)
         return node, (o.detach(),) + ((out[1],) if return_lse else ()) + grads
 
-    for return_lse in (False, True):
-        floe.clear_plan_cache()
-        _ops._set_autograd_node(False)
-        run(return_lse)  # misses: the plans built (forward with LSE, backward)
-        node_f, function = run(return_lse)
-        assert node_f == "_EagerAttentionBackward"
-        _ops._set_autograd_node(True)
-        hits = _ops._c.hits()
-        node_c, cpp = run(return_lse)
-        try:
+    start = _ops._c.autograd_node_enabled()  # FLOE_TORCH_NODE's; restored below
+    try:
+        for return_lse in (False, True):
+            floe.clear_plan_cache()
+            _ops._set_autograd_node(False)
+            run(return_lse)  # misses: the plans built (forward with LSE, backward)
+            node_f, function = run(return_lse)
+            assert node_f == "_EagerAttentionBackward"
+            _ops._set_autograd_node(True)
+            hits = _ops._c.hits()
+            node_c, cpp = run(return_lse)
             assert "AttentionNode" in node_c, node_c
             assert _ops._c.hits() == hits + 2  # the forward and the backward, both C++ hits
             assert floe.plan_cache_info().misses == 2
@@ -839,8 +840,10 @@ def test_cpp_autograd_node_matches_function(device, monkeypatch):
             assert floe.plan_cache_info().misses == 1
             for a, b in zip(function[-3:], grads):
                 assert torch.equal(a, b)
-        finally:
-            _ops._set_autograd_node(True)
+    finally:
+        _ops._set_autograd_node(start)
+    if not start:
+        return
     # A backward with no output gradient (return_lse: none is materialized): zero gradients.
     floe.attention(q, k, v, causal=True, window=(7, None))  # the forward plan (cleared above)
     o, lse = floe.attention(q, k, v, causal=True, window=(7, None), return_lse=True)
@@ -894,6 +897,19 @@ def test_cpp_autograd_node_declines(device):
     with Mode():
         o = floe.attention(q, k, v, causal=True)
     assert "AttentionNode" not in o.grad_fn.name()
+    # An error in the backward (here its miss's Python call) reaches the caller as raised.
+    def failing(*args):
+        raise floe.FloeError("invalid problem: from the test's backward")
+
+    o = floe.attention(q, k, v, causal=True)
+    assert "AttentionNode" in o.grad_fn.name()
+    floe.clear_plan_cache()  # the backward misses
+    _ops._c.autograd_node(True, failing)
+    try:
+        with pytest.raises(floe.FloeError, match="from the test's backward"):
+            torch.autograd.grad(o, (q, k, v), torch.ones_like(o))
+    finally:
+        _ops._set_autograd_node(True)
 
 
 def test_cpp_autograd_node_keeps_options_alive():
@@ -904,7 +920,9 @@ def test_cpp_autograd_node_keeps_options_alive():
     import sys
 
     q, k, v = (rand(1, 2, 16, 64) for _ in range(3))
-    floe.attention(q, k, v, causal=True)  # a miss (the Function) or a hit
+    d_o = torch.ones(1, 2, 16, 64).bfloat16()
+    for _ in range(2):  # the plans built (the cache's keys hold the options too)
+        torch.autograd.grad(floe.attention(q, k, v, causal=True), (q, k, v), d_o)
     options = _ops._SIMPLE_OPTIONS[(True, "top_left", False, "auto")]
     o = floe.attention(q, k, v, causal=True)
     assert "AttentionNode" in o.grad_fn.name()
@@ -912,7 +930,7 @@ def test_cpp_autograd_node_keeps_options_alive():
     before = sys.getrefcount(options)
     outs = [floe.attention(q, k, v, causal=True) for _ in range(4)]
     assert sys.getrefcount(options) == before + 4
-    torch.autograd.grad(outs.pop(), (q, k, v), torch.ones(1, 2, 16, 64).bfloat16())
+    torch.autograd.grad(outs.pop(), (q, k, v), d_o)
     assert sys.getrefcount(options) == before + 3
     del outs
     assert sys.getrefcount(options) == before
