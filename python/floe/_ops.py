@@ -818,8 +818,8 @@ def _make_front():
         return attention, "off (torch.compiler has no _is_compiling_flag)"
     try:
         from torch._dynamo import substitute_in_graph
-    except ImportError:
-        return attention, "off (no torch._dynamo.substitute_in_graph)"
+    except Exception as e:  # noqa: BLE001  (absent, or dynamo unsupported on this Python)
+        return attention, f"off (no torch._dynamo.substitute_in_graph: {type(e).__name__})"
     import sys
 
     front = _c.make_front(attention, torch.compiler, sys.modules[__name__],

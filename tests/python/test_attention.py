@@ -875,7 +875,8 @@ def test_cpp_autograd_node_declines(device):
     assert o.grad_fn.name() == "_EagerAttentionBackward"  # a miss
     o = floe.attention(q, k, v, causal=True)
     assert "AttentionNode" in o.grad_fn.name()
-    ref = torch.autograd.grad(o, (q, k, v), torch.ones_like(o))
+    # Dense ones, as Python makes o.sum()'s d_o below: the same backward plan.
+    ref = torch.autograd.grad(o, (q, k, v), torch.ones(o.shape, dtype=o.dtype, device=device))
     # o.sum(): a d_o expanded with stride 0 (not unit innermost): Python makes it dense.
     o = floe.attention(q, k, v, causal=True)
     got = torch.autograd.grad(o.sum(), (q, k, v))
