@@ -26,7 +26,7 @@ struct LaunchStep {
   int smem_bytes = 0;
 };
 struct LaunchSteps {
-  static constexpr int kMax = 3;
+  static constexpr int kMax = 4;  // sm90's backward with dSink: preprocess, main, dQ, dSink
   LaunchStep step[kMax];
   int count = 0;
 };
@@ -90,8 +90,8 @@ struct TileKernels {
   Kernel entries[2][kCount];
 
   // Instance<T, kVariant> gives an instantiation's thread count, shared memory, prepare(),
-  // launch() and, optionally, steps(); T is what the engine's Instance takes for the dtype (F16 and BF16: traits, or the
-  // element type). `base` names the tile, e.g. "sm80_fwd_d128": the names are
+  // launch() and, optionally, steps(); T is what the engine's Instance takes for the dtype (F16 and
+  // BF16: traits, or the element type). `base` names the tile, e.g. "sm80_fwd_d128": the names are
   // <base>_<dtype>[_<suffix>], e.g. sm80_fwd_d128_bf16_bias, sm90_fwd_d128_f16.
   template <template <class, Variant> class Instance, class F16, class BF16>
   TileKernels(const std::string& base, InstanceTag<Variant, Instance>, F16*, BF16*) {

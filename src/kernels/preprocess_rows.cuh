@@ -4,6 +4,9 @@
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0.
 // O and dO rows are read 16 bytes a lane, 8 lanes a row: their head dim is a multiple of 8 and
 // their rows 16-byte aligned (the engines' stride rules).
+// And the sink's gradient from those dense rows, one CTA per head (dsink_rows, block_sum_fixed):
+//   dsink_h = -sum_{b, i} 2^(sink_h * log2(e) - lse2_{b,h,i}) * delta_{b,h,i},
+// in fp64, each thread over a fixed index set and then a fixed tree: bitwise the same every run.
 #pragma once
 
 #include <cmath>
@@ -78,6 +81,32 @@ __device__ __forceinline__ void preprocess_rows(const PreprocessRows& a, int tid
       }
       a.lse_log2[r] = lse2;
     }
+  }
+}
+
+// dSink's terms of one (batch, head)'s dense rows [0, rows), this thread's share (rows tid,
+// tid + kThreads, ...) added to sum; rows with lse2 = +inf (past the batch's length, or that saw
+// no key) add nothing.
+template <int kThreads>
+__device__ __forceinline__ double dsink_rows(const float* lse_log2, const float* delta, int rows,
+                                             float sink_log2, int tid, double sum) {
+  for (int i = tid; i < rows; i += kThreads) {
+    const float lse2 = lse_log2[i];
+    if (lse2 == INFINITY) continue;
+    sum += static_cast<double>(exp2f(sink_log2 - lse2)) * delta[i];
+  }
+  return sum;
+}
+
+// The CTA's sum of every thread's v by a fixed tree, left in partial[0] (partial: kThreads
+// doubles of shared memory; every thread calls it).
+template <int kThreads>
+__device__ __forceinline__ void block_sum_fixed(double v, double* partial, int tid) {
+  partial[tid] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (tid < s) partial[tid] += partial[tid + s];
+    __syncthreads();
   }
 }
 

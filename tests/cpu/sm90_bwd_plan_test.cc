@@ -1,9 +1,10 @@
 // The sm90 engine's backward planning, without a GPU: what it takes on sm_90 (f16/bf16, d_qk =
 // d_v = 64 or 128, d_qk 192 / d_v 128, TMA-addressable strides, GQA, masks, padding by device
-// lengths), its three named workspace chunks (a fourth, one semaphore per query tile, in
-// deterministic mode), that explain() names the tile and the mode, and the exact reasons it
-// declines (bias, sink, softcap, other head dims, strides), after which sm80 serves. Kernels
-// missing from the ci kernel set decline with their own reason; accepted for both kernel sets.
+// lengths, softcap, sink with dSink), its three named workspace chunks (a fourth, one semaphore
+// per query tile, in deterministic mode), that explain() names the tile, the mode and the score
+// mods (the softcap kernel, the dSink step), and the exact reasons it declines (bias, other head
+// dims, strides), after which sm80 serves. Kernels missing from the ci kernel set decline with
+// their own reason; accepted for both kernel sets.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,7 +24,8 @@ bool built(const Problem& p) {
   const TensorDesc& q = *p.tensor(TensorId::q);
   detail::sm90::BwdTile tile;
   if (!detail::sm90::bwd_tile_for(q.dims[3], p.tensor(TensorId::v)->dims[3], &tile)) return false;
-  return detail::sm90::find_bwd_kernel(tile, p.dtype()) != nullptr;
+  return detail::sm90::find_bwd_kernel(tile, p.dtype(), p.softcap().has_value(),
+                                       p.has(TensorId::dsink)) != nullptr;
 }
 
 struct Named {
@@ -49,6 +51,20 @@ std::vector<Named> served_problems() {
       {"d192x128 gqa causal", Problem::backward(Shape{2, 4, 2, 100, 300, 192, 128}, DType::bf16)
                                   .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})
                                   .set_seq_len_kv()});
+  out.push_back(
+      {"d128 softcap",
+       Problem::backward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16).set_softcap(30.0)});
+  out.push_back({"d128 sink", Problem::backward(Shape{2, 4, 2, 300, 500, 128, 128}, DType::f16)
+                                  .set_sink()
+                                  .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})});
+  out.push_back(
+      {"d64 softcap sink lengths", Problem::backward(Shape{3, 8, 2, 100, 200, 64, 64}, DType::bf16)
+                                       .set_softcap(20.0)
+                                       .set_sink()
+                                       .set_seq_len_kv()});
+  out.push_back(
+      {"d192x128 softcap",
+       Problem::backward(Shape{2, 4, 2, 100, 300, 192, 128}, DType::bf16).set_softcap(50.0)});
   return out;
 }
 
@@ -79,6 +95,14 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
     const std::string text = plan->explain();
     EXPECT_EQ(text.rfind("engine: sm90\n", 0), 0u) << text;
     EXPECT_NE(text.find("plan: sm90_bwd_d"), std::string::npos) << text;
+    // The kernel's name and explain() say which score mods it carries.
+    const bool softcap = n.problem.softcap().has_value();
+    const bool dsink = n.problem.has(TensorId::dsink);
+    const std::string suffix =
+        softcap ? (dsink ? "_softcap_dsink:" : "_softcap:") : (dsink ? "_dsink:" : "16:");
+    EXPECT_NE(text.find(suffix), std::string::npos) << text;
+    EXPECT_EQ(text.find("softcap (S recomputed") != std::string::npos, softcap) << text;
+    EXPECT_EQ(text.find("dSink (a fourth kernel") != std::string::npos, dsink) << text;
   }
 }
 
@@ -145,10 +169,9 @@ std::vector<Declined> declined_problems() {
   const Shape d128{1, 2, 2, 64, 64, 128, 128};
   out.push_back({"bias", Problem::backward(d128, DType::bf16).set_bias(1, 2),
                  "tensor 'bias': sm90's backward has no bias yet"});
-  out.push_back({"sink", Problem::backward(d128, DType::bf16).set_sink(),
-                 "tensor 'sink': sm90's backward has no sink yet"});
-  out.push_back({"softcap", Problem::backward(d128, DType::bf16).set_softcap(30.0),
-                 "softcap: sm90's backward has no softcap yet"});
+  out.push_back({"bias softcap sink",
+                 Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
+                 "tensor 'bias': sm90's backward has no bias yet"});
   out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                  "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
                  "or 128 and for d_qk 192 / d_v 128 only"});

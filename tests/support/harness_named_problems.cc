@@ -91,13 +91,14 @@ std::vector<NamedProblem> named_problems(Direction dir) {
 
 std::vector<NamedProblem> deterministic_problems(Direction dir) {
   std::vector<NamedProblem> out = named_problems(dir);
-  // Shapes the sm90 engine serves (d_qk = d_v = 128 or 64, 192 / 128; no score mods), with several
-  // key tiles (128 keys) adding into every query tile (80 rows at d128, 64 at d64, 48 at
+  // Shapes the sm90 engine serves (d_qk = d_v = 128 or 64, 192 / 128; softcap and sink), with
+  // several key tiles (128 keys) adding into every query tile (80 rows at d128, 64 at d64, 48 at
   // d192x128): unordered, their fp32 adds differ in rounding from run to run (the default mode's dQ
   // differs bitwise between runs on such shapes), so only the ordered mode passes. GQA (the dQ of
   // every query head of a kv group), bottom-right causal with padding lengths (visitor sets that
   // differ by batch and query tile), a window, a long key side (12 visitors per query tile), and
-  // 192 / 128 (dQ computed in thirds) with GQA, causal and key lengths.
+  // 192 / 128 (dQ computed in thirds) with GQA, causal and key lengths; and sm90's softcap kernel
+  // with its dSink step (a fixed-order fp64 sum) under GQA, causal and key lengths.
   json gqa = problem_json(dir, "bf16", 2, 4, 2, 400, 700, 128, 128);
   gqa["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
   gqa["seq_len_q"] = {400, 233};
@@ -115,6 +116,13 @@ std::vector<NamedProblem> deterministic_problems(Direction dir) {
   mla["seq_len_kv"] = {900, 611};
   if (dir == Direction::forward) mla["stats"] = true;
   out.push_back({"sm90-d192x128-gqa-causal-padding", mla});
+  json capped = problem_json(dir, "f16", 2, 4, 2, 300, 600, 128, 128);
+  capped["softcap"] = 30.0;
+  capped["sink"] = true;
+  capped["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
+  capped["seq_len_kv"] = {600, 411};
+  if (dir == Direction::forward) capped["stats"] = true;
+  out.push_back({"sm90-softcap-sink-gqa-causal-padding", capped});
   for (NamedProblem& p : out) p.json["deterministic"] = true;
   return out;
 }

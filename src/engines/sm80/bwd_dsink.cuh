@@ -2,13 +2,14 @@
 // dsigma_h = -sum_{b, i < sq_b} exp(sigma_h - LSE_{b,h,i}) * Delta_{b,h,i}
 // from the preprocess's dense lse_log2 (+inf past the batch's length, so those rows add 0) and
 // delta, in fp64, each thread over a fixed index set and then a fixed tree: bitwise the same on
-// every run.
+// every run (kernels/preprocess_rows.cuh, shared with sm90).
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "engines/sm80/bwd_params.h"
 #include "kernels/math.cuh"
+#include "kernels/preprocess_rows.cuh"
 
 namespace floe::detail::sm80 {
 
@@ -32,18 +33,10 @@ __global__ void __launch_bounds__(256) bwd_dsink_kernel(const __grid_constant__ 
     } else {
       row0 = p.ws_row<T::kBlockM, false>(b, h, 0, 0);
     }
-    for (int i = tid; i < rows; i += kThreads) {
-      const float lse2 = p.lse_log2[row0 + i];
-      if (lse2 == INFINITY) continue;
-      sum += static_cast<double>(exp2f(sink_log2 - lse2)) * p.delta[row0 + i];
-    }
+    sum =
+        kernels::dsink_rows<kThreads>(p.lse_log2 + row0, p.delta + row0, rows, sink_log2, tid, sum);
   }
-  partial[tid] = sum;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s /= 2) {
-    if (tid < s) partial[tid] += partial[tid + s];
-    __syncthreads();
-  }
+  kernels::block_sum_fixed<kThreads>(sum, partial, tid);
   if (tid == 0) p.dsink[h * p.dsink_stride] = static_cast<float>(-partial[0]);
 }
 

@@ -32,6 +32,7 @@
 #include "engines/sm90/gmma_fragment.cuh"
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
+#include "kernels/score_mod.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
@@ -271,23 +272,55 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
 
     // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key
     // (masked to -inf first).
+    // The softcap kernel: s2 = cap_log2 * t with t = tanh(q.k * scale / cap), and dS needs d tanh
+    // = 1 - t^2 beside P (sm80's backward_scores and kernels/score_mod.cuh: the same tanh, the
+    // same mask, d tanh 0 where masked). Kept as t in acc_s until P, then P goes to rP (the dV
+    // operand) and acc_s keeps P * d tanh, so that dS^T = (P^T d tanh) (dP^T - Delta): one fp32
+    // fragment fewer live under the dP product than P and d tanh apart (those spilled 612 bytes
+    // at d128).
     warpgroup_wait<1>();
+    Tensor rP = make_tensor<Element>(acc_s.layout());
     {
       auto s = gmma_row_col(acc_s);
       auto c = gmma_row_col(tScS);
+      if constexpr (T::kSoftcap) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc_s); ++i) {
+          acc_s(i) = kernels::tanh_of_2x_log2e(acc_s(i) * p.score.tanh_k);
+        }
+      }
       if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
         kernels::mask_scores_transposed_either<T::kBlockM>(s, c, m0, n0, qt.diag_lo, qt.diag_hi,
                                                            skv_b);
       }
-      CUTE_UNROLL
-      for (int j = 0; j < size<1>(s); ++j) {
-        const float lse2 = ss.lse[stage][get<1>(c(0, j))];
+      if constexpr (T::kSoftcap) {
+        auto rp = gmma_row_col(rP);
+        const float cap_log2 = p.score.cap_log2;
         CUTE_UNROLL
-        for (int r = 0; r < size<0>(s); ++r) s(r, j) = exp2f(s(r, j) * scale_log2 - lse2);
+        for (int j = 0; j < size<1>(s); ++j) {
+          const float lse2 = ss.lse[stage][get<1>(c(0, j))];
+          CUTE_UNROLL
+          for (int r = 0; r < size<0>(s); ++r) {
+            const float t = s(r, j);
+            const float pr = exp2f(t * cap_log2 - lse2);
+            rp(r, j) = static_cast<Element>(pr);
+            // Masked (t = -inf): d tanh counts as 0, as sm80's, so that a NaN q.k there cannot
+            // reach dS.
+            s(r, j) = t == -INFINITY ? 0.f : pr * (1.f - t * t);
+          }
+        }
+      } else {
+        CUTE_UNROLL
+        for (int j = 0; j < size<1>(s); ++j) {
+          const float lse2 = ss.lse[stage][get<1>(c(0, j))];
+          CUTE_UNROLL
+          for (int r = 0; r < size<0>(s); ++r) s(r, j) = exp2f(s(r, j) * scale_log2 - lse2);
+        }
       }
     }
     warpgroup_wait<0>();
-    // dS^T = P^T (dP^T - Delta[query]).
+    // dS^T = P^T (dP^T - Delta[query]); the softcap kernel's acc_s holds P^T d tanh, and its dS is
+    // then the gradient of q.k * scale, as without one (dQ and dK take the scale at the end).
     {
       auto s = gmma_row_col(acc_s);
       auto dp = gmma_row_col(acc_dp);
@@ -299,11 +332,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         for (int r = 0; r < size<0>(dp); ++r) dp(r, j) = s(r, j) * (dp(r, j) - delta);
       }
     }
-    Tensor rP = make_tensor<Element>(acc_s.layout());
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {
-      rP(i) = static_cast<Element>(acc_s(i));
+      if constexpr (!T::kSoftcap) rP(i) = static_cast<Element>(acc_s(i));
       rdS(i) = static_cast<Element>(acc_dp(i));
     }
     Tensor tdVrP = make_tensor(rP.data(), gmma_acc_as_a_layout(rP.layout()));

@@ -1,5 +1,6 @@
-// sm90 backward: the host side of one instantiation (shared-memory opt-in, the three launches)
-// and the table of a tile's instantiations. Included only by the bwd_<tile>.cu files.
+// sm90 backward: the host side of one instantiation (shared-memory opt-in, the three launches, a
+// fourth for dSink) and the table of a tile's instantiations. Included only by the bwd_<tile>.cu
+// files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "engines/sm90/bwd_dq_convert.cuh"
+#include "engines/sm90/bwd_dsink.cuh"
 #include "engines/sm90/bwd_kernel.cuh"
 #include "engines/sm90/bwd_kernels.h"
 #include "engines/sm90/bwd_preprocess.cuh"
@@ -16,13 +18,17 @@ namespace floe::detail::sm90 {
 
 // dQ overlapped with dV and dK, one dS buffer (two measured 532 against 537 TFLOP/s at d128 S 16k
 // in the dev harness); the tile sets the query rows and the issue order (bwd_tiles.h).
-template <BwdTile kTile, class Element>
-using BwdTraits = BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
-                              bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
-                              bwd_tile_shape(kTile).overlap_dq, /*kDoubleBufferDs=*/false,
-                              bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v()>;
+// kSoftcap: the softcap main kernel (same tile).
+template <BwdTile kTile, class Element, bool kSoftcap = false>
+using BwdTraits =
+    BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
+                bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
+                bwd_tile_shape(kTile).overlap_dq, /*kDoubleBufferDs=*/false,
+                bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v(), kSoftcap>;
 
-template <class T>
+// kDsink: a fourth kernel, after the dQ conversion (it reads the preprocess's chunks only), sums
+// dSink; one CTA per query head.
+template <class T, bool kDsink>
 struct BwdInstanceOf {
   static constexpr int kThreads = T::kThreads;
   static constexpr int kSmemBytes = T::kSmemBytes;
@@ -36,31 +42,42 @@ struct BwdInstanceOf {
     using Element = typename T::Element;
     bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
     bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
-    bwd_dq_convert_kernel<T><<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
+    bwd_dq_convert_kernel<typename T::PlainTraits>
+        <<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
+    if constexpr (kDsink) {
+      bwd_dsink_kernel<Element, T::kBlockM><<<grids.heads, 256, 0, stream>>>(params);
+    }
     return cudaGetLastError();
   }
 
-  // The same three kernels for the driver: the key tiles are the main kernel's (step 1) grid,
-  // the query tiles the other two's.
+  // The same kernels for the driver: the key tiles are the main kernel's (step 1) grid, the
+  // heads dSink's (step 3), the query tiles the other two's.
   static LaunchSteps steps() {
     using Element = typename T::Element;
     LaunchSteps s;
     s.step[0] = {reinterpret_cast<const void*>(&bwd_preprocess_kernel<Element, T::kBlockM>), 256,
                  0};
     s.step[1] = {reinterpret_cast<const void*>(&bwd_kernel<T>), T::kThreads, T::kSmemBytes};
-    s.step[2] = {reinterpret_cast<const void*>(&bwd_dq_convert_kernel<T>), T::kConsumerThreads, 0};
+    s.step[2] = {reinterpret_cast<const void*>(&bwd_dq_convert_kernel<typename T::PlainTraits>),
+                 T::kConsumerThreads, 0};
     s.count = 3;
+    if constexpr (kDsink) {
+      s.step[3] = {reinterpret_cast<const void*>(&bwd_dsink_kernel<Element, T::kBlockM>), 256, 0};
+      s.count = 4;
+    }
     return s;
   }
 };
 
 template <BwdTile kTile>
 struct BwdTileInstances {
-  template <class Element, BwdVariant>
-  using Instance = BwdInstanceOf<BwdTraits<kTile, Element>>;
+  template <class Element, BwdVariant kVariant>
+  using Instance =
+      BwdInstanceOf<BwdTraits<kTile, Element, has_softcap(kVariant)>, has_dsink(kVariant)>;
 };
 
-// The instantiations of a tile: f16 and bf16.
+// The instantiations of a tile: {f16, bf16} x {plain, softcap} x {without, with dSink} (two main
+// kernels a dtype).
 template <BwdTile kTile>
 const BwdKernel* bwd_tile_kernel(DType dtype, BwdVariant variant) {
   static const TileKernels<BwdKernel, BwdVariants> kernels(

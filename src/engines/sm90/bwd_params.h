@@ -46,8 +46,9 @@ struct BwdParams {
   int32_t d = 0, d_v = 0;  // d_qk (dq_accum's row length) and d_v (O, dO: Delta)
 
   float scale = 0.f;  // dQ and dK are scaled by it at the end
-  // Scale and band (no softcap yet): P = 2^(q.k * score.scale_log2 - lse2), as the forward's
-  // plain kernel (kernels/score_params.h).
+  // Scale, softcap and band. The plain kernel: P = 2^(q.k * score.scale_log2 - lse2), as the
+  // forward's plain kernel; the softcap kernel recomputes s2 = cap_log2 * tanh(q.k * scale / cap)
+  // first (kernels/score_params.h, score_mod.cuh).
   kernels::ScoreParams score;
 
   int32_t num_m_blocks = 0;  // ceil(s_q / block_m)
@@ -63,6 +64,13 @@ struct BwdParams {
   // the main kernel.
   kernels::QueryTileScheduler::Params query_tiles;
   kernels::KeyTileScheduler::Params key_tiles;
+
+  // The dSink step (the _dsink variants, bwd_dsink.cuh): the sink f32 [h_q] and its gradient,
+  // sink_stride and dsink_stride apart. The other kernels never read them (the sink's weight is
+  // in the LSE). Last, so that the other kernels' parameter offsets stay those of before.
+  const float* sink = nullptr;
+  float* dsink = nullptr;
+  int64_t sink_stride = 0, dsink_stride = 0;
 };
 
 }  // namespace floe::detail::sm90

@@ -23,6 +23,8 @@ namespace {
 
 struct BwdChoice {
   BwdTile tile = BwdTile::d128;
+  bool softcap = false;  // the softcap main kernel
+  bool dsink = false;    // a dSink step (a sink without dsink needs nothing: it is in the LSE)
   const BwdKernel* kernel = nullptr;
 };
 
@@ -36,7 +38,7 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 and for d_qk 192 / d_v 128 only";
   }
-  if (std::string why = check_no_score_mods(f, "sm90's backward"); !why.empty()) return why;
+  if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
@@ -50,7 +52,9 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max) {
     return "grid: the query or key tiles exceed sm90's 2^31 - 1 CTAs";
   }
-  c.kernel = find_bwd_kernel(c.tile, f.dtype);
+  c.softcap = f.has_softcap;
+  c.dsink = f.has(TensorId::dsink);
+  c.kernel = find_bwd_kernel(c.tile, f.dtype, c.softcap, c.dsink);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (backward tile ") + shape.name +
            ", " + to_string(f.dtype) + ")";
@@ -86,6 +90,13 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.d_v = static_cast<int32_t>(f.d_v);
   p.scale = static_cast<float>(f.scale);
   p.score.scale_log2 = static_cast<float>(f.scale * kernels::kLog2eOf<double>);
+  p.score.has_softcap = f.has_softcap;
+  if (f.has_softcap) {  // as the forward's (fwd_plan.cc), which wrote the stats
+    p.score.cap_log2 = static_cast<float>(f.softcap * kernels::kLog2eOf<double>);
+    p.score.tanh_k = static_cast<float>(2.0 * kernels::kLog2eOf<double> * f.scale / f.softcap);
+  }
+  if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
+  if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
   p.score.mask = kernels::BandMask::from(f.mask);
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
@@ -164,10 +175,18 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
-    // The preprocess and the dQ conversion cover query tiles, the main kernel key tiles.
+    if (facts.has(TensorId::dsink)) {
+      p.sink = static_cast<const float*>(args.get(TensorId::sink));
+      p.dsink = static_cast<float*>(args.get(TensorId::dsink));
+    }
+    // The preprocess and the dQ conversion cover query tiles, the main kernel key tiles, dSink
+    // (step 3) the query heads.
     return launch_steps(
         "sm90", *kernel_, functions_, grids_,
-        [&](int i) { return i == 1 ? grids_.key_tiles : grids_.query_tiles; }, p, stream);
+        [&](int i) {
+          return i == 1 ? grids_.key_tiles : i == 3 ? grids_.heads : grids_.query_tiles;
+        },
+        p, stream);
   }
 
   std::string describe() const override {
@@ -175,7 +194,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_n) +
            " keys per CTA x " + std::to_string(s.block_m) + "-query visits, " +
            std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) +
-           " CTAs" +
+           " CTAs" + score_mods() +
            (params_.deterministic
                 ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
                   "(highest first, the grid launching them highest first, " +
@@ -185,6 +204,19 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   }
 
  private:
+  // The softcap kernel and the dSink step, for describe().
+  std::string score_mods() const {
+    const bool dsink = kernel_->steps.count == 4;
+    if (!params_.score.has_softcap && !dsink) return "";
+    std::string mods;
+    if (params_.score.has_softcap) mods = "softcap (S recomputed through it, dS times d tanh)";
+    if (dsink) {
+      mods += std::string(mods.empty() ? "" : ", ") +
+              "dSink (a fourth kernel, one CTA per query head, over the LSE and Delta chunks)";
+    }
+    return "; score mods: " + mods;
+  }
+
   BwdParams params_;
   TmaTensor q_, do_, k_, v_;
   const BwdKernel* kernel_;
@@ -211,6 +243,7 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
       static_cast<unsigned>(kernels::QueryTileScheduler::grid(params.query_tiles, facts.b));
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
+  grids.heads = static_cast<unsigned>(facts.h_q);
   StepFunctions functions;
   if (Status st = resolve_steps("sm90", c->kernel->name, c->kernel->steps, target, &functions);
       !st) {

@@ -57,10 +57,17 @@ constexpr auto bwd_ss_op() {
 // kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
 // kDqBeforeDk_: the order dV, dQ, dK, so that dQ's store to shared memory runs under dK.
 // kD_ is d_qk (Q, K, dQ, dK); kDv_ d_v (V, dO, dV) where it differs (192 / 128: Dv not padded).
+// kSoftcap_: the softcap kernel (S through cap * tanh, dS times d tanh); last, and with no shared
+// storage of its own, so that the plain kernel's code stays as it was.
 template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
           bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false, bool kDqBeforeDk_ = false,
-          int kDv_ = kD_>
+          int kDv_ = kD_, bool kSoftcap_ = false>
 struct BwdTraitsOf {
+  static constexpr bool kSoftcap = kSoftcap_;
+  // The same tile without the softcap: the kernels other than the main one (the dQ conversion)
+  // are instantiated with it, once for both main kernels.
+  using PlainTraits = BwdTraitsOf<Element_, kD_, kBlockM_, kBlockN_, kStages_, kOverlapDq_,
+                                  kDoubleBufferDs_, kDqBeforeDk_, kDv_, false>;
   static constexpr bool kOverlapDq = kOverlapDq_;
   static constexpr bool kDqBeforeDk = kDqBeforeDk_;
   static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;

@@ -22,13 +22,6 @@ std::string check_target(const Target& target) {
   return "";
 }
 
-std::string check_no_score_mods(const Facts& f, const std::string& who) {
-  if (f.has(TensorId::bias)) return "tensor 'bias': " + who + " has no bias yet";
-  if (f.has(TensorId::sink)) return "tensor 'sink': " + who + " has no sink yet";
-  if (f.has_softcap) return "softcap: " + who + " has no softcap yet";
-  return "";
-}
-
 namespace {
 
 // The bias dims (batch, head) its tensor map keeps: a dim of size 1 or stride 0 is broadcast.

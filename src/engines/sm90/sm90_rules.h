@@ -15,9 +15,6 @@ namespace floe::detail::sm90 {
 
 inline constexpr int64_t kInt32Max = INT32_MAX;
 
-// bias, sink and softcap, which `who` ("sm90's backward") does not serve yet.
-std::string check_no_score_mods(const Facts& f, const std::string& who);
-
 // A bias the forward's TMA can stage (kernels see it as fwd_params.h's tensor map): a unit
 // innermost stride; a row stride and the strides of the batch and head dims it does not broadcast
 // positive multiples of 8 elements (16 bytes) below 2^39; a broadcast dim has size 1 or stride 0.
