@@ -82,6 +82,22 @@ BenchProblem ragged_prefill() {
   return bp;
 }
 
+// SERVING.md §0's skewed varlen set: sixteen sequences of 138..2069 tokens, 16384 in all, MHA
+// Hq 16, d128, causal (PyTorch's varlen_attn: 214 TFLOP/s there). The lengths were drawn once
+// (Python's random, seed 16, then fixed here) so that every run and every peer times the same
+// batch; its dense twin at equal tokens is the sweep's b16 h16 s1024 d128 causal.
+BenchProblem skewed_prefill() {
+  const std::vector<int64_t> len = {1887, 1098, 955, 149, 1052, 2069, 991, 668,
+                                    1484, 878,  976, 721, 1594, 1122, 138, 602};
+  const int64_t longest = *std::max_element(len.begin(), len.end());
+  BenchProblem bp;
+  bp.group = "serving";
+  bp.shape = Shape{static_cast<int64_t>(len.size()), 16, 16, longest, longest, 128, 128};
+  bp.mask = causal_bottom_right();
+  bp.seq_q = bp.seq_kv = len;
+  return bp;
+}
+
 BenchProblem paged_decode(int64_t b, int64_t s_q, int64_t s_kv, int64_t page) {
   BenchProblem bp = serving_point(b, s_q, s_kv);
   bp.seq_q.assign(static_cast<size_t>(b), s_q);
@@ -229,7 +245,7 @@ std::vector<BenchProblem> standard_problems() {
 }
 
 std::vector<BenchProblem> serving_problems() {
-  std::vector<BenchProblem> out = {ragged_prefill()};
+  std::vector<BenchProblem> out = {ragged_prefill(), skewed_prefill()};
   // SERVING.md §0's B 32 S 4k and B 64 S 8k (cuDNN dense: 4.25 and 4.44 TB/s), and a 16k
   // context; Sq 4 is a speculative decode.
   for (const auto& [b, s_kv] : {std::pair<int64_t, int64_t>{32, 4096}, {64, 8192}, {64, 16384}}) {
