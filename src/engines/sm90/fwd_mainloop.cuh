@@ -212,7 +212,13 @@ struct FwdMainloop {
         // The softcap: softcap_split.cuh, with the traits' share of the tanh's exp2 on the FMA pipe
         // (none: every share measured slower on the H200).
         if (p.score.has_softcap) {
-          kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
+          if (p.softcap_form == kSoftcapTanh) {
+            kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
+          } else if (p.softcap_form == kSoftcapFixedNewton) {
+            kernels::softcap_folded<true>(acc_s, p.score.tanh_k, p.softcap_neg_a);
+          } else {
+            kernels::softcap_folded<false>(acc_s, p.score.tanh_k, p.softcap_neg_a);
+          }
         }
         if (p.has_bias) {
           const int i = it0 + t;
@@ -264,6 +270,22 @@ struct FwdMainloop {
     };
     if (wg == 1 && it0 == 0) pass_turn();
 
+    // Scores -> P. The score-mod kernel's fixed-max softcap forms (fwd_params.h): every row's max
+    // is p.fixed_max, so no row max is taken and O is never rescaled (the caller set the rows'
+    // max to it). Else the online softmax; true when O needs rescaling.
+    auto to_probs = [&](auto& acc_s, auto& correction) __attribute__((always_inline)) {
+      if constexpr (T::kScoreMod) {
+        if (p.softcap_form >= kSoftcapFixedMax) {
+          float max_scaled[Softmax::kRowCount];
+          CUTE_UNROLL
+          for (int r = 0; r < Softmax::kRowCount; ++r) max_scaled[r] = p.fixed_max;
+          softmax.exponentiate(gmma_row_col(acc_s), 1.f, max_scaled);
+          return false;
+        }
+      }
+      return softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+    };
+
     // The first tile alone: O is still zero, so nothing overlaps its softmax.
     auto first = [&](auto kind) __attribute__((always_inline)) {
       Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
@@ -279,7 +301,7 @@ struct FwdMainloop {
       }
       mask(acc_s, 0, kind);
       float correction[Softmax::kRowCount];
-      softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+      to_probs(acc_s, correction);
       to_p(acc_s);
     };
     // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
@@ -295,7 +317,7 @@ struct FwdMainloop {
       release_k(t);
       mask(acc_s, t, kind);
       float correction[Softmax::kRowCount];
-      const bool grew = softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+      const bool grew = to_probs(acc_s, correction);
       warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
       warpgroup_fence_operand(rP);
       release_v(t - 1);

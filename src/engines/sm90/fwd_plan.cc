@@ -190,6 +190,35 @@ int64_t l2_section_pairs(const Facts& f) {
   return std::max<int64_t>(1, (int64_t{32} << 20) / per_pair);
 }
 
+// The softcap's form (fwd_params.h, SoftcapForm). Folded: h' = s2 - cap_log2, the LSE given back
+// the cap in the epilogue. With a fixed max: the scores are at most the cap (h' <= 0), so every
+// row may take M = -K as its max, P = 2^(h' + K), and skip the running max and O's rescaling.
+// Where it may: P stays in [2^(K - 2 cap_log2), 2^K]; K = max(0, 2 cap_log2 - 80) keeps every
+// row's largest P at 2^-80 or more (so a P the exp2 flushes to 0, under 2^-126, is under 2^-46 of
+// it, as negligible as the running max makes it) and K <= 68 bounds P by 2^68 (|O| accumulates
+// at most 2^68 Skv max|V| in fp32): cap_log2 <= 74, softcap <= 51.29. bf16 only (P is rounded to
+// the input dtype for P V: f16's range would underflow it) and no bias (unbounded scores).
+// FLOE_SM90_SOFTCAP_FORM = 0..3 overrides the form (the A/B knob; a fixed-max form where it may
+// not serve falls back to the folded one).
+constexpr double kFixedMaxFloor = 80.0, kFixedMaxCeiling = 68.0;
+
+void set_softcap_form(const Facts& f, FwdParams* p) {
+  constexpr double kLog2eD = kernels::kLog2eOf<double>;
+  const double cap_log2 = f.softcap * kLog2eD;
+  const double k = std::max(0.0, 2.0 * cap_log2 - kFixedMaxFloor);
+  const bool fixed_ok = f.dtype == DType::bf16 && !f.has(TensorId::bias) && k <= kFixedMaxCeiling;
+  int form = fixed_ok ? kSoftcapFixedMax : kSoftcapFolded;
+  if (const char* env = std::getenv("FLOE_SM90_SOFTCAP_FORM"); env != nullptr && *env != '\0') {
+    form = std::atoi(env);
+    if (form >= kSoftcapFixedMax && !fixed_ok) form = kSoftcapFolded;
+  }
+  p->softcap_form = form;
+  if (form == kSoftcapTanh) return;
+  p->softcap_neg_a = static_cast<float>(-1.0 / (2.0 * cap_log2));
+  p->lse_shift = static_cast<float>(f.softcap);
+  p->fixed_max = static_cast<float>(-k);
+}
+
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
   p.o_strides = tensor_core::strides_of(f, TensorId::o);
@@ -207,6 +236,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   }
   if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
   p.bias_unit = static_cast<float>(f.has_softcap ? kLog2eD : 1.0 / f.scale);
+  if (f.has_softcap) set_softcap_form(f, &p);
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);

@@ -74,4 +74,39 @@ __device__ __forceinline__ void softcap_scores_split(Acc& acc, const ScoreParams
   }
 }
 
+// 1 / d for d > 0 normal, on the FMA pipe: an integer first guess (relative error under 1/8),
+// then Newton steps r += r (1 - d r), the last one negated: returns -1 / d, within about 2^-23
+// relative. NaN stays NaN.
+__device__ __forceinline__ float neg_rcp_newton(float d) {
+  float r = __int_as_float(0x7ef311c3 - __float_as_int(d));
+  float t = __fmaf_rn(-d, r, 1.f);
+  r = __fmaf_rn(r, t, r);
+  t = __fmaf_rn(-d, r, 1.f);
+  r = __fmaf_rn(r, t, r);
+  t = __fmaf_rn(-d, r, 1.f);
+  return __fmaf_rn(-r, t, -r);
+}
+
+// Raw q.k -> h' = s2 - cap_log2 = -2 cap_log2 / (exp2(q.k tanh_k) + 1), in [-2 cap_log2, 0]: the
+// softcapped score in log2 units less the cap (fwd_params.h), for a softmax that takes h' with
+// scale 1 (its LSE then less the cap, which the epilogue gives back). Four instructions a score
+// (FMUL, MUFU.EX2, FFMA, MUFU.RCP) where softcap_scores_split issues five: neg_a = -1 / (2
+// cap_log2) scales the denominator, so the reciprocal is h' itself. Ends: q.k = +inf gives -0
+// (s2 = cap_log2), -inf gives -2 cap_log2 (s2 = -cap_log2); NaN stays NaN.
+// kNewton: every other reciprocal on the FMA pipe (neg_rcp_newton), its exponent clamped to 64
+// first (2^64 + 1 is as good as inf there, and the first guess needs a finite d).
+template <bool kNewton, class Acc>
+__device__ __forceinline__ void softcap_folded(Acc& acc, float tanh_k, float neg_a) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) {
+    if (kNewton && i % 2 == 1) {
+      const float e = fast_exp2(min_nan(acc(i) * tanh_k, 64.f));
+      acc(i) = neg_rcp_newton(__fmaf_rn(e, -neg_a, -neg_a));
+    } else {
+      acc(i) = fast_rcp(__fmaf_rn(fast_exp2(acc(i) * tanh_k), neg_a, neg_a));
+    }
+  }
+}
+
 }  // namespace floe::kernels
