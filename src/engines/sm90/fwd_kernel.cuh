@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       kernels::OnlineSoftmax<kRows> softmax;
       softmax.init();
       if constexpr (T::kScoreMod) {
-        // The fixed-max softcap forms: every row's max is fixed_max (fwd_mainloop.cuh, to_probs).
-        if (p.softcap_form >= kSoftcapFixedMax) {
+        // Fixed-max rows: every row's max is fixed_max (fwd_mainloop.cuh, to_probs).
+        if (p.fixed_max_rows) {
           CUTE_UNROLL
           for (int r = 0; r < kRows; ++r) softmax.row_max[r] = p.fixed_max;
         }

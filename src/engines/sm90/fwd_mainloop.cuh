@@ -207,18 +207,10 @@ struct FwdMainloop {
     // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
-        // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
-        // FMUL an element fewer), the bias in their unit.
-        // The softcap: softcap_split.cuh, with the traits' share of the tanh's exp2 on the FMA pipe
-        // (none: every share measured slower on the H200).
+        // The softcap alone needs its scores in log2 units (less the cap: softcap_split.cuh):
+        // without one they stay raw q.k (one FMUL an element fewer), the bias in their unit.
         if (p.score.has_softcap) {
-          if (p.softcap_form == kSoftcapTanh) {
-            kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
-          } else if (p.softcap_form == kSoftcapFixedNewton) {
-            kernels::softcap_folded<true>(acc_s, p.score.tanh_k, p.softcap_neg_a);
-          } else {
-            kernels::softcap_folded<false>(acc_s, p.score.tanh_k, p.softcap_neg_a);
-          }
+          kernels::softcap_folded(acc_s, p.score.tanh_k, p.softcap_neg_a);
         }
         if (p.has_bias) {
           const int i = it0 + t;
@@ -270,12 +262,12 @@ struct FwdMainloop {
     };
     if (wg == 1 && it0 == 0) pass_turn();
 
-    // Scores -> P. The score-mod kernel's fixed-max softcap forms (fwd_params.h): every row's max
-    // is p.fixed_max, so no row max is taken and O is never rescaled (the caller set the rows'
-    // max to it). Else the online softmax; true when O needs rescaling.
+    // Scores -> P; true when O needs rescaling. The score-mod kernel's fixed-max rows
+    // (fwd_params.h): every row's max is p.fixed_max (the caller set the rows' max to it), so no
+    // row max is taken and O is never rescaled. Else the online softmax.
     auto to_probs = [&](auto& acc_s, auto& correction) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
-        if (p.softcap_form >= kSoftcapFixedMax) {
+        if (p.fixed_max_rows) {
           float max_scaled[Softmax::kRowCount];
           CUTE_UNROLL
           for (int r = 0; r < Softmax::kRowCount; ++r) max_scaled[r] = p.fixed_max;

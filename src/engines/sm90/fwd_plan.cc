@@ -54,7 +54,8 @@ struct FwdChoice {
   bool pingpong = false;   // the plain kernel with pingpong (short key sequences)
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
-  int ctas = 0;  // persistent: the grid (the SM count); 0: a CTA per tile
+  int ctas = 0;            // persistent: the grid (the SM count); 0: a CTA per tile
+  bool fixed_max = false;  // the score-mod kernel's rows take a fixed max (softcap, bf16)
 };
 
 // FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) | lptl2[:N]
@@ -133,6 +134,39 @@ std::string choose_pingpong(const Facts& f, FwdChoice* c) {
   return "";
 }
 
+// The score-mod kernel's fixed-max rows (fwd_params.h): with a softcap every score is at most
+// the cap (h' <= 0), so every row may take M = -K as its max, P = 2^(h' + K), and skip the
+// running max and O's rescaling. Where it may: P stays in [2^(K - 2 cap_log2), 2^K];
+// K = max(0, 2 cap_log2 - 80) keeps every row's largest P at 2^-80 or more (a P the exp2 flushes
+// to 0, under 2^-126, is then under 2^-46 of it: as negligible as with a running max), and
+// K <= 68 bounds P by 2^68 (O accumulates at most 2^68 Skv max|V| in fp32, where a running max
+// has Skv max|V|): cap_log2 <= 74, softcap <= 51.29. bf16 only (P is rounded to the input dtype
+// for P V, and f16's range would flush it) and no bias (the scores are then unbounded).
+// H200, d128, S 4096, B 4, Hq 16, bf16, softcap 30, one call: 1.283 ms against 1.332 with the
+// running max (non-causal; causal 0.744 against 0.785 for e59e8e8's softcap form).
+constexpr double kFixedMaxFloor = 80.0, kFixedMaxCeiling = 68.0;
+
+double fixed_max_shift(const Facts& f) {
+  return std::max(0.0, 2.0 * f.softcap * kernels::kLog2eOf<double> - kFixedMaxFloor);
+}
+
+// FLOE_SM90_SOFTCAP_FIXED_MAX = 0 | 1 overrides the choice at plan time (the A/B knob: 1 where
+// it may serve); any other value makes sm90 decline, naming it.
+std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
+  const bool can = f.has_softcap && f.dtype == DType::bf16 && !f.has(TensorId::bias) &&
+                   fixed_max_shift(f) <= kFixedMaxCeiling;
+  c->fixed_max = can;
+  if (const char* env = std::getenv("FLOE_SM90_SOFTCAP_FIXED_MAX");
+      env != nullptr && *env != '\0') {
+    const std::string value(env);
+    if (value != "0" && value != "1") {
+      return "FLOE_SM90_SOFTCAP_FIXED_MAX=" + value + ": must be 0 or 1";
+    }
+    c->fixed_max = can && value == "1";
+  }
+  return "";
+}
+
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.backward()) return "backward: sm90 serves the forward only";
@@ -161,6 +195,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   c.score_mod = f.has_softcap || f.has(TensorId::bias);
   c.sink = !c.score_mod && f.has(TensorId::sink);
   if (std::string why = choose_pingpong(f, &c); !why.empty()) return why;
+  if (std::string why = choose_fixed_max(f, &c); !why.empty()) return why;
   c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink, c.pingpong);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
@@ -190,35 +225,6 @@ int64_t l2_section_pairs(const Facts& f) {
   return std::max<int64_t>(1, (int64_t{32} << 20) / per_pair);
 }
 
-// The softcap's form (fwd_params.h, SoftcapForm). Folded: h' = s2 - cap_log2, the LSE given back
-// the cap in the epilogue. With a fixed max: the scores are at most the cap (h' <= 0), so every
-// row may take M = -K as its max, P = 2^(h' + K), and skip the running max and O's rescaling.
-// Where it may: P stays in [2^(K - 2 cap_log2), 2^K]; K = max(0, 2 cap_log2 - 80) keeps every
-// row's largest P at 2^-80 or more (so a P the exp2 flushes to 0, under 2^-126, is under 2^-46 of
-// it, as negligible as the running max makes it) and K <= 68 bounds P by 2^68 (|O| accumulates
-// at most 2^68 Skv max|V| in fp32): cap_log2 <= 74, softcap <= 51.29. bf16 only (P is rounded to
-// the input dtype for P V: f16's range would underflow it) and no bias (unbounded scores).
-// FLOE_SM90_SOFTCAP_FORM = 0..3 overrides the form (the A/B knob; a fixed-max form where it may
-// not serve falls back to the folded one).
-constexpr double kFixedMaxFloor = 80.0, kFixedMaxCeiling = 68.0;
-
-void set_softcap_form(const Facts& f, FwdParams* p) {
-  constexpr double kLog2eD = kernels::kLog2eOf<double>;
-  const double cap_log2 = f.softcap * kLog2eD;
-  const double k = std::max(0.0, 2.0 * cap_log2 - kFixedMaxFloor);
-  const bool fixed_ok = f.dtype == DType::bf16 && !f.has(TensorId::bias) && k <= kFixedMaxCeiling;
-  int form = fixed_ok ? kSoftcapFixedMax : kSoftcapFolded;
-  if (const char* env = std::getenv("FLOE_SM90_SOFTCAP_FORM"); env != nullptr && *env != '\0') {
-    form = std::atoi(env);
-    if (form >= kSoftcapFixedMax && !fixed_ok) form = kSoftcapFolded;
-  }
-  p->softcap_form = form;
-  if (form == kSoftcapTanh) return;
-  p->softcap_neg_a = static_cast<float>(-1.0 / (2.0 * cap_log2));
-  p->lse_shift = static_cast<float>(f.softcap);
-  p->fixed_max = static_cast<float>(-k);
-}
-
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
   p.o_strides = tensor_core::strides_of(f, TensorId::o);
@@ -236,7 +242,14 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   }
   if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
   p.bias_unit = static_cast<float>(f.has_softcap ? kLog2eD : 1.0 / f.scale);
-  if (f.has_softcap) set_softcap_form(f, &p);
+  if (f.has_softcap) {
+    // The folded softcap (kernels/sm90/softcap_split.cuh): scores less the cap, which the
+    // epilogue gives back to the LSE.
+    p.softcap_neg_a = static_cast<float>(-1.0 / (2.0 * f.softcap * kLog2eD));
+    p.lse_shift = static_cast<float>(f.softcap);
+    p.fixed_max_rows = c.fixed_max;
+    if (c.fixed_max) p.fixed_max = static_cast<float>(-fixed_max_shift(f));
+  }
   p.score.mask = kernels::BandMask::from(f.mask);
   p.score.has_mask = f.mask.is_band();
   const FwdTileShape& shape = fwd_tile_shape(c.tile);
