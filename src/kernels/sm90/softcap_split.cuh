@@ -10,13 +10,13 @@
 //
 // Every other reciprocal runs on the FMA pipe instead (neg_rcp_newton: an integer first guess
 // and three Newton steps, 8 instructions with the clamp). H200, d128, S 4096, B 4, Hq 16,
-// softcap 30, fixed max (fwd_plan.cc), one call: 1.258 ms against 1.283 with every reciprocal on
-// the MUFU. A MUFU operation costs about as much as 9 FMA-pipe instructions in this loop (the
-// two consumer warps a scheduler holds cannot hide its 8 clocks a warp), so a replacement pays
-// only when it is shorter than that: the tanh's exp2 as a degree-5 polynomial (12
-// instructions) measured slower before (sm90, same problem: 1/2, 3/4 and all of them 1.379,
-// 1.471, 1.527 ms against 1.367; removed since). The hardware's tanh.approx.f32 (one MUFU
-// operation for the tanh) errs by 2^-11 relative, 512 times the harness's cap * 2^-20
+// softcap 30, fixed max (fwd_plan.cc), one call at 58114ca (every form in one kernel): 1.258 ms
+// against 1.283 with every reciprocal on the MUFU. A MUFU operation costs about as much as 9
+// FMA-pipe instructions in this loop (the two consumer warps a scheduler holds cannot hide its 8
+// clocks a warp), so a replacement pays only when it is shorter than that: the tanh's exp2 as a
+// degree-5 polynomial (12 instructions) measured slower before (sm90, same problem: 1/2, 3/4 and
+// all of them 1.379, 1.471, 1.527 ms against 1.367; removed since). The hardware's tanh.approx.f32
+// (one MUFU operation for the tanh) errs by 2^-11 relative, 512 times the harness's cap * 2^-20
 // allowance for the score (tests/support/harness_tolerance.h): not used.
 //
 // Accuracy: the reciprocal (MUFU or Newton) and the FFMA err by a few 2^-24 relative in h', the
