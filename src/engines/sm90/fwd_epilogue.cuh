@@ -30,7 +30,15 @@ __device__ __forceinline__ void fwd_epilogue(const FwdParams& p, typename T::Sha
   auto oc = gmma_row_col(tOcO);
   constexpr int kRows = decltype(size<0>(o))::value;
   float factor[kRows], lse[kRows];
-  if constexpr (T::kSink) {  // the sink joins the denominator
+  if constexpr (T::kScoreMod) {
+    // With a softcap the softmax's logits are the scores less lse_shift (the cap; 0 otherwise):
+    // given back to the LSE, taken from the sink (fwd_params.h).
+    const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
+    softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink - p.lse_shift, factor,
+                     lse);
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) lse[r] += p.lse_shift;
+  } else if constexpr (T::kSink) {  // the sink joins the denominator
     const float sink = p.sink != nullptr ? p.sink[h * p.sink_stride] : 0.f;
     softmax.finalize(score_unit<T::kScoreMod>(p), p.sink != nullptr, sink, factor, lse);
   } else {

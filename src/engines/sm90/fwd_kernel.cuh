@@ -136,6 +136,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       constexpr int kRows = decltype(size<0>(gmma_row_col_layout(acc_o.layout())))::value;
       kernels::OnlineSoftmax<kRows> softmax;
       softmax.init();
+      if constexpr (T::kScoreMod) {
+        // Fixed-max rows: every row's max is fixed_max (fwd_mainloop.cuh, to_probs).
+        if (p.fixed_max_rows) {
+          CUTE_UNROLL
+          for (int r = 0; r < kRows; ++r) softmax.row_max[r] = p.fixed_max;
+        }
+      }
       const int wg = ctid / 128;
       TxBarrier::wait(&ss.q_full[wg], j & 1);
       if (!w.kt.empty()) {

@@ -207,12 +207,10 @@ struct FwdMainloop {
     // Score mods (the score-mod kernel), then the mask.
     auto mask = [&](auto& acc_s, int t, auto kind) __attribute__((always_inline)) {
       if constexpr (T::kScoreMod) {
-        // The softcap alone needs its scores in log2 units: without one they stay raw q.k (one
-        // FMUL an element fewer), the bias in their unit.
-        // The softcap: softcap_split.cuh, with the traits' share of the tanh's exp2 on the FMA pipe
-        // (none: every share measured slower on the H200).
+        // The softcap alone needs its scores in log2 units (less the cap: softcap_split.cuh):
+        // without one they stay raw q.k (one FMUL an element fewer), the bias in their unit.
         if (p.score.has_softcap) {
-          kernels::softcap_scores_split<T::kSoftcapPolyOf4>(acc_s, p.score);
+          kernels::softcap_folded(acc_s, p.score.tanh_k, p.softcap_neg_a);
         }
         if (p.has_bias) {
           const int i = it0 + t;
@@ -264,6 +262,22 @@ struct FwdMainloop {
     };
     if (wg == 1 && it0 == 0) pass_turn();
 
+    // Scores -> P; true when O needs rescaling. The score-mod kernel's fixed-max rows
+    // (fwd_params.h): every row's max is p.fixed_max (the caller set the rows' max to it), so no
+    // row max is taken and O is never rescaled. Else the online softmax.
+    auto to_probs = [&](auto& acc_s, auto& correction) __attribute__((always_inline)) {
+      if constexpr (T::kScoreMod) {
+        if (p.fixed_max_rows) {
+          float max_scaled[Softmax::kRowCount];
+          CUTE_UNROLL
+          for (int r = 0; r < Softmax::kRowCount; ++r) max_scaled[r] = p.fixed_max;
+          softmax.exponentiate(gmma_row_col(acc_s), 1.f, max_scaled);
+          return false;
+        }
+      }
+      return softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+    };
+
     // The first tile alone: O is still zero, so nothing overlaps its softmax.
     auto first = [&](auto kind) __attribute__((always_inline)) {
       Tensor acc_s = partition_fragment_C(mma_qk, cute::Shape<typename T::BM, typename T::BN>{});
@@ -279,7 +293,7 @@ struct FwdMainloop {
       }
       mask(acc_s, 0, kind);
       float correction[Softmax::kRowCount];
-      softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+      to_probs(acc_s, correction);
       to_p(acc_s);
     };
     // Tile t >= 1: S_t = Q K_t^T and O += P_{t-1} V_{t-1} issued together; the softmax of S_t
@@ -295,7 +309,7 @@ struct FwdMainloop {
       release_k(t);
       mask(acc_s, t, kind);
       float correction[Softmax::kRowCount];
-      const bool grew = softmax.scores_to_p(gmma_row_col(acc_s), scale_log2, correction);
+      const bool grew = to_probs(acc_s, correction);
       warpgroup_wait<0>();  // P_{t-1} V_{t-1} is in: rP and V_{t-1} are free
       warpgroup_fence_operand(rP);
       release_v(t - 1);

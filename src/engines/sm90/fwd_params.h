@@ -55,6 +55,16 @@ struct FwdParams {
   // scores are in log2 units; else 1 / scale, the scores staying raw q.k with the scale folded into
   // the exponent as in the plain kernel.
   float bias_unit = 0.f;
+  // The score-mod kernel's softcap (kernels/sm90/softcap_split.cuh): its scores are
+  // h' = s2 - cap_log2 = -2 cap_log2 / (exp2(q.k tanh_k) + 1), in [-2 cap_log2, 0], from
+  // softcap_neg_a = -1 / (2 cap_log2); the softmax's LSE is then less lse_shift = cap (natural
+  // units; 0 without a softcap), which the epilogue gives back (and takes from the sink).
+  // fixed_max_rows: the softmax takes fixed_max (h' units) as every row's max instead of a
+  // running one, the scores being bounded above by the cap (fwd_plan.cc says where it may).
+  float softcap_neg_a = 0.f;
+  float lse_shift = 0.f;
+  float fixed_max = 0.f;
+  bool fixed_max_rows = false;
 };
 
 // What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the

@@ -40,9 +40,6 @@ struct FwdTraitsOf {
   static constexpr int kBiasStages = kShape.bias_stages();  // fwd_tiles.h
   static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");
-  // The score-mod kernel's softcap: how many elements in 4 take the tanh's exp2 on the FMA pipe
-  // (kernels/sm90/softcap_split.cuh), the rest on the MUFU.
-  static constexpr int kSoftcapPolyOf4 = 0;
 
   using BM = cute::Int<kBlockM>;
   using BN = cute::Int<kBlockN>;
