@@ -1,6 +1,6 @@
 # floe_add_engine(NAME [ARCHS arch...]
 #                 [DIRECTIONS dir... TILES tile... [FWD_TILES tile...] [BWD_TILES tile...]
-#                  CI_TILES tile... [SERVING]])
+#                  CI_TILES tile... [SERVING | SERVING_DIRECTIONS dir...]])
 #
 # Adds the engine in src/engines/NAME (its *.cc and *.cu, globbed) to the floe library, its CUDA
 # code compiled for its own architectures: ARCHS as far as FLOE_CUDA_ARCHS allows (an engine of
@@ -12,14 +12,14 @@
 # CI_TILES only; the other tiles get a host-only stub that finds no kernel. SERVING: a second
 # translation unit per (direction, tile), <direction>_serving_<tile> (@KIND@ = _serving: the
 # engine's serving instantiations, ragged sides and paged K/V), built and stubbed like the first.
+# SERVING_DIRECTIONS: the same for the named directions only (an engine whose other direction
+# declines ragged and paged problems, e.g. sm90's forward).
 function(floe_add_engine name)
-  cmake_parse_arguments(E "SERVING" "" "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES" ${ARGN})
+  cmake_parse_arguments(E "SERVING" ""
+                        "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES;SERVING_DIRECTIONS"
+                        ${ARGN})
   set(template "${PROJECT_SOURCE_DIR}/src/engines/tile_kernels.cu.in")
   set(ENGINE ${name})
-  set(kinds dense)
-  if(E_SERVING)
-    list(APPEND kinds serving)
-  endif()
   set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
   file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
 
@@ -42,6 +42,10 @@ function(floe_add_engine name)
     string(SUBSTRING "${direction}" 1 -1 rest)
     string(TOUPPER "${first}" first)
     string(TOUPPER "${direction}" dir_upper)
+    set(kinds dense)
+    if(E_SERVING OR direction IN_LIST E_SERVING_DIRECTIONS)
+      list(APPEND kinds serving)
+    endif()
     set(tiles ${E_TILES})
     if(E_${dir_upper}_TILES)
       set(tiles ${E_${dir_upper}_TILES})

@@ -570,7 +570,7 @@ TEST_F(CliTest, RunHelpPointsAtTheCaseFormat) {
 
 // A ragged, paged case (DESIGN 4's keys) runs on the CPU; explain routes it to sm80's serving
 // kernels (or generic, where the kernel set lacks the tile) and names the option sm90 declines
-// for until it serves it.
+// (its forward serves ragged sides, not paged K/V).
 TEST_F(CliTest, RaggedPagedCaseRunsAndExplainsTheDeclines) {
   const Problem p = Problem::forward({2, 2, 1, 4, 10, 8, 8}, DType::bf16)
                         .set_ragged_q(5)
@@ -613,7 +613,7 @@ TEST_F(CliTest, RaggedPagedCaseRunsAndExplainsTheDeclines) {
   const std::string chosen = first_line(e.out);
   EXPECT_TRUE(chosen == "engine: sm80" || chosen == "engine: generic" || chosen == "engine: decode")
       << e.out;
-  EXPECT_NE(e.out.find("  sm90: declined: ragged_q: "), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("  sm90: declined: paged_kv: "), std::string::npos) << e.out;
   if (chosen == "engine: generic") {
     EXPECT_NE(e.out.find("  sm80: declined: kernel not built in the ci kernel set (serving tile "
                          "d64, bf16, plain)"),

@@ -508,35 +508,40 @@ TEST(ReferencePaged, ForwardEqualsTheGatheredDenseProblem) {
   }
 }
 
-// sm90, which does not serve these layouts yet, says so in explain, naming the option; sm80
-// serves them natively (its serving kernels, d128 here: the ci kernel set's tile) and ranks
-// first among the engines that accept; generic serves them too (pinned), with pages of any size.
+// sm90, which does not serve paged K/V or a ragged backward yet, says so in explain, naming the
+// option; sm80 serves them natively (its serving kernels, d128 here: the ci kernel set's tile) and
+// ranks first among the engines that accept; generic serves them too (pinned), with pages of any
+// size. Ragged forwards (option null) are sm90's on sm_90 (its serving kernel), sm80's on sm_80.
 TEST(ServingDeclines, GpuEnginesNameTheOption) {
   const Shape s{2, 8, 2, 64, 128, 128, 128};  // s_q 64: not a short (decode) query side
   const struct {
     Problem p;
     const char* option;
   } cases[] = {
-      {Problem::forward(s, DType::bf16).set_ragged_q(40), "ragged_q"},
-      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), "ragged_kv"},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40), nullptr},
+      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), nullptr},
       {Problem::forward(s, DType::bf16).set_paged_kv(64, 8), "paged_kv"},
-      {Problem::forward(s, DType::bf16).set_ragged_q(40).set_paged_kv(16, 8), "ragged_q"},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40).set_paged_kv(16, 8), "paged_kv"},
       {Problem::forward(s, DType::bf16).set_paged_kv(1, 300), "paged_kv"},
       {Problem::backward(s, DType::bf16).set_ragged_kv(40), "ragged_kv"},
       {Problem::backward(s, DType::bf16).set_ragged_q(40).set_bias(1, 8).set_sink(), "ragged_q"},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.option);
+    SCOPED_TRACE(c.option != nullptr ? c.option : "ragged forward");
     Result<Plan> cpu = Plan::build(c.p, Target::cpu(1));
     ASSERT_TRUE(cpu.ok()) << cpu.status().message();
     EXPECT_EQ(cpu->engine(), "reference");
     for (int arch : {80, 90}) {
       Result<Plan> gpu = Plan::build(c.p, Target::cuda_arch(arch));
       const std::string text = gpu.ok() ? gpu->explain() : gpu.status().message();
-      const std::string want = std::string("  sm90: declined: ") + c.option + ": ";
+      const bool sm90_serves = c.option == nullptr && arch == 90;
+      const std::string want =
+          c.option != nullptr ? std::string("  sm90: declined: ") + c.option + ": "
+          : sm90_serves       ? std::string("  sm90: accepted\n")
+                        : std::string("  sm90: declined: its kernels are built for sm_90a only");
       EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
       ASSERT_TRUE(gpu.ok()) << text;
-      EXPECT_EQ(gpu->engine(), "sm80") << text;
+      EXPECT_EQ(gpu->engine(), sm90_serves ? "sm90" : "sm80") << text;
       Result<Plan> generic = Plan::build(c.p, Target::cuda_arch(arch), PlanOptions{"generic"});
       const bool generic_built =
           arch == 90 || generic.ok() ||

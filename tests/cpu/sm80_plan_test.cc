@@ -282,7 +282,17 @@ TEST(Sm80Plan, ServesRaggedAndPagedProblemsNatively) {
   for (const Named& n : problems) {
     SCOPED_TRACE(n.name);
     for (int arch : {80, 90}) {
-      auto plan = Plan::build(n.problem, Target::cuda_arch(arch));
+      // Routed: sm80, or on Hopper sm90 (ranked first) for the ragged forwards it serves
+      // (sm90_plan_test says which); pinned: sm80's own serving kernels.
+      auto routed = Plan::build(n.problem, Target::cuda_arch(arch));
+      ASSERT_TRUE(routed.ok()) << routed.status().message();
+      EXPECT_TRUE(
+          routed->engine() == "sm80" ||
+          (arch == 90 && n.problem.direction() == Direction::forward && routed->engine() == "sm90"))
+          << routed->explain();
+      PlanOptions pin;
+      pin.engine = "sm80";
+      auto plan = Plan::build(n.problem, Target::cuda_arch(arch), pin);
       ASSERT_TRUE(plan.ok()) << plan.status().message();
       EXPECT_EQ(plan->engine(), "sm80") << plan->explain();
       const EngineVerdict* v = verdict_of(*plan, "sm80");
@@ -574,14 +584,15 @@ TEST(Sm80Plan, EveryHeadDimRoutesToTheTileOfEachPartClass) {
       auto plan = Plan::build(p, target, PlanOptions{"sm80"});
       const std::string prefix = backward ? "backward tile " : "tile ";
       const bool is_built =
-          backward ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile,
-                                               [](sm80::BwdTile t, DType dt, kernels::ScoreMod mod) {
-                                                 return sm80::find_bwd_kernel(t, dt, mod);
-                                               })
-                   : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile,
-                                               [](sm80::FwdTile t, DType dt, kernels::ScoreMod mod) {
-                                                 return sm80::find_fwd_kernel(t, dt, mod);
-                                               });
+          backward
+              ? tile_built<sm80::BwdTile>(sm80::kBwdTileNames, tile,
+                                          [](sm80::BwdTile t, DType dt, kernels::ScoreMod mod) {
+                                            return sm80::find_bwd_kernel(t, dt, mod);
+                                          })
+              : tile_built<sm80::FwdTile>(sm80::kFwdTileNames, tile,
+                                          [](sm80::FwdTile t, DType dt, kernels::ScoreMod mod) {
+                                            return sm80::find_fwd_kernel(t, dt, mod);
+                                          });
       if (!is_built) {
         ASSERT_FALSE(plan.ok());
         EXPECT_NE(plan.status().message().find("  sm80: declined: kernel not built in the ci "

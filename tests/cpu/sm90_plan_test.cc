@@ -285,6 +285,62 @@ TEST(Sm90Plan, TheCiKernelSetHoldsD128Bf16) {
   EXPECT_EQ(detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::f32), nullptr);
 }
 
+// Ragged (THD) forwards take the serving kernel (fwd_launch.cuh's ServingTraits): either side or
+// both, i32 or i64 offsets, valid lengths, causal, both stats layouts, strided tokens. The plan
+// line names the serving kernel and the ragged sides; no workspace.
+TEST(Sm90Plan, RaggedForwardsTakeTheServingKernel) {
+  const Shape s{3, 8, 2, 150, 300, 128, 128};
+  struct Case {
+    std::string name, sides;
+    Problem problem;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"ragged q", "ragged q ", Problem::forward(s, DType::bf16).set_ragged_q(500)});
+  cases.push_back({"ragged kv i64, dense lengths q", "ragged kv ",
+                   Problem::forward(s, DType::f16)
+                       .set_ragged_kv(700, DType::i64)
+                       .set_seq_len_q()
+                       .set_causal(MaskAlign::bottom_right)});
+  {
+    Problem p = Problem::forward(s, DType::bf16)
+                    .set_ragged_q(420)
+                    .set_ragged_kv(900)
+                    .set_seq_len_q()
+                    .set_seq_len_kv()
+                    .set_stats()
+                    .set_mask(Mask{MaskAlign::top_left, 40, 3});
+    p.set_strides(TensorId::stats, {1, 420});       // FlashAttention's [h, T]
+    p.set_strides(TensorId::q, {8 * 136, 136, 1});  // a gap after each head's row
+    cases.push_back({"both, heads-major stats, strided q", "ragged q and kv ", std::move(p)});
+  }
+  const auto* serving =
+      detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    if (serving == nullptr) {
+      EXPECT_NE(v->reason.find("kernel not built in the ci kernel set (tile d128"),
+                std::string::npos)
+          << v->reason;
+      continue;
+    }
+    EXPECT_TRUE(v->accepted) << v->reason;
+    EXPECT_EQ(plan->engine(), "sm90");
+    EXPECT_EQ(plan->workspace_bytes(), 0u);
+    const std::string text = plan->explain();
+    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_"), std::string::npos) << text;
+    EXPECT_NE(text.find("; " + c.sides + "(rows at each slot's offset"), std::string::npos) << text;
+  }
+  ASSERT_NE(serving, nullptr) << "the ci kernel set holds the d128 serving kernel";
+  EXPECT_STREQ(serving->name, "sm90_fwd_serving_d128_bf16");
+  EXPECT_EQ(serving->threads, 384);
+  EXPECT_EQ(serving->smem_bytes,
+            detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16)->smem_bytes);
+}
+
 struct Declined {
   std::string name;
   Problem problem;
@@ -348,6 +404,39 @@ std::vector<Declined> declined_problems() {
     out.push_back({"o batch stride", p, h100,
                    "tensor 'o' strides[0] = 16388: sm90 needs every outer stride a multiple of 8 "
                    "elements (16 bytes)"});
+  }
+  // Ragged problems: what the serving kernel does not do yet, by name (sm80 serves them).
+  const Shape ragged{3, 4, 2, 150, 300, 128, 128};
+  out.push_back({"paged kv",
+                 Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_paged_kv(64, 20), h100,
+                 "paged_kv: sm90's forward serves no paged KV cache yet (its K/V loads are TMA "
+                 "boxes of one tensor map)"});
+  out.push_back({"ragged softcap",
+                 Problem::forward(ragged, DType::bf16).set_ragged_kv(600).set_softcap(30.0), h100,
+                 "softcap with a ragged side: sm90's serving kernel has no score mods yet"});
+  out.push_back({"ragged sink", Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_sink(),
+                 h100,
+                 "tensor 'sink' with a ragged side: sm90's serving kernel has no score mods "
+                 "yet"});
+  out.push_back({"ragged bias",
+                 Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_bias(1, 4), h100,
+                 "tensor 'bias' with a ragged side: sm90's serving kernel has no score mods yet"});
+  out.push_back({"ragged backward", Problem::backward(ragged, DType::bf16).set_ragged_q(400), h100,
+                 "ragged_q: sm90's backward serves no ragged (packed) query side yet"});
+  out.push_back({"ragged kv backward", Problem::backward(ragged, DType::bf16).set_ragged_kv(600),
+                 h100, "ragged_kv: sm90's backward serves no ragged (packed) key side yet"});
+  {
+    Problem p = Problem::forward(ragged, DType::bf16).set_ragged_kv(600);
+    p.set_strides(TensorId::k, {2 * 256, 256, 2});
+    out.push_back({"ragged k innermost stride", p, h100,
+                   "tensor 'k' strides[2] = 2: sm90's TMA loads need a unit innermost stride"});
+  }
+  {
+    Problem p = Problem::forward(ragged, DType::bf16).set_ragged_q(400);
+    p.set_strides(TensorId::q, {4 * 132, 132, 1});
+    out.push_back({"ragged q token rows not 16-byte aligned", p, h100,
+                   "tensor 'q' strides[1] = 132: sm90's TMA loads need every outer stride a "
+                   "positive multiple of 8 elements (16 bytes) below 2^39"});
   }
   return out;
 }

@@ -395,7 +395,7 @@ def test_varlen_backward_opcheck():
 
 # ---------------------------------------------------------------------------------------------
 # On a GPU (engine "auto": sm80's serving kernels where the kernel set holds the tile, else
-# generic; sm90 declines them for now), against the reference engine on the CPU. Skipped without
+# generic; sm90 declines these: a sink with a ragged side, and their head dims), against the reference engine on the CPU. Skipped without
 # CUDA; the GPU check runs them.
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

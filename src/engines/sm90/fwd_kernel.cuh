@@ -4,7 +4,10 @@
 // produces (one thread issues every TMA; its registers drop to kProducerRegs), the others consume
 // (kConsumerRegs each), 64 query rows each. Lengths are the batch's actual ones, read on the
 // device (P6); a tile whose rows are all past the batch's query length, or that sees no key, loads
-// nothing and writes O = 0 and its stats.
+// nothing and writes O = 0 and its stats. The serving kernel (T::kServing: ragged sides, DESIGN
+// 2.1) reads each batch's slot from its offsets (kernels/sm80/serving_rows.h): its tiles load rows
+// at the slot's first token, and write only the slot's rows, so a tile past a short slot writes
+// nothing.
 //
 // Across a CTA's tiles the K and V rings keep turning (both roles count the key tiles they have
 // passed), so the producer loads the next tile's first K and V while the consumers finish the
@@ -39,6 +42,8 @@ struct FwdTileWork {
   kernels::QueryTile tile;
   int m0, sq_b, skv_b;
   kernels::KeyTiles kt;
+  // The serving kernel's: the slots' first tokens in the packed Q and K/V (0 in the dense kernels).
+  int q0 = 0, kv0 = 0;
 };
 
 template <class T>
@@ -52,8 +57,17 @@ __device__ __forceinline__ FwdTileWork fwd_tile_work(const FwdParams& p, uint32_
       w.tile.h = h;
     }
   }
-  w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
-  w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
+  if constexpr (T::kServing) {
+    // Tokens fit int32 (the plan checks total + envelope), so do the TMA coordinates below.
+    const kernels::BatchRows rows = kernels::batch_rows(p.serve, p.lens, w.tile.b, p.s_q, p.s_kv);
+    w.sq_b = rows.sq;
+    w.skv_b = rows.skv;
+    w.q0 = static_cast<int>(rows.q0);
+    w.kv0 = static_cast<int>(rows.kv0);
+  } else {
+    w.sq_b = p.lens.q_len(w.tile.b, p.s_q);
+    w.skv_b = p.lens.kv_len(w.tile.b, p.s_kv);
+  }
   w.m0 = w.tile.m_block * T::kBlockM;
   if (w.m0 < w.sq_b) {
     w.kt = kernels::key_tiles(p.score.mask, p.score.has_mask, w.m0,
@@ -115,7 +129,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
         }
         const TileOrder order(w.kt);
         const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(w.tile.h)));
-        FwdMainloop<T>::load(p, ss, w.m0, w.tile.h, h_kv, w.tile.b, order, it, j & 1);
+        FwdMainloop<T>::load(p, ss, w.m0, w.tile.h, h_kv, w.tile.b, order, it, j & 1, w.sq_b, w.q0,
+                             w.kv0);
         it += order.n_tiles;
       }
     }
@@ -154,7 +169,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       } else if constexpr (T::kOwnO) {
         Barrier::arrive(&ss.q_empty[wg]);
       }
-      fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, w.sq_b, acc_o, softmax);
+      if constexpr (T::kServing) {
+        // The slot read again, through an index the compiler cannot see through, rather than kept
+        // in registers across the main loop (as sm80's serving kernel does).
+        const kernels::BatchRows rows =
+            kernels::batch_rows(p.serve, p.lens, kernels::opaque(w.tile.b), p.s_q, p.s_kv);
+        fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, rows.sq, acc_o, softmax, &rows);
+      } else {
+        fwd_epilogue<T>(p, ss, ctid, w.m0, w.tile.h, w.tile.b, w.sq_b, acc_o, softmax);
+      }
       // O staged in Q's buffer (this warpgroup's rows of it): the epilogue's accesses (generic
       // proxy) come before the next Q's TMA write.
       if constexpr (!T::kOwnO) {

@@ -34,11 +34,32 @@ struct FwdVariants {
   }
 };
 
+// The serving kernel's one variant beside the dtype (ragged sides; fwd_launch.cuh's ServingTraits):
+// looked up as FwdVariant::plain.
+struct FwdServingVariants {
+  using Variant = FwdVariant;
+  static constexpr int kCount = 1;
+  static constexpr const char* suffix(FwdVariant) { return ""; }
+};
+
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
 const FwdKernel* fwd_kernel_d64(DType dtype, FwdVariant variant);
 const FwdKernel* fwd_kernel_d128(DType dtype, FwdVariant variant);
 const FwdKernel* fwd_kernel_d256(DType dtype, FwdVariant variant);
 const FwdKernel* fwd_kernel_d192_128(DType dtype, FwdVariant variant);
+
+// The serving instantiations (fwd_serving_<tile>.cu), likewise.
+const FwdKernel* fwd_serving_kernel_d64(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_serving_kernel_d128(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_serving_kernel_d256(DType dtype, FwdVariant variant);
+const FwdKernel* fwd_serving_kernel_d192_128(DType dtype, FwdVariant variant);
+
+inline const FwdKernel* find_fwd_serving_kernel(FwdTile tile, DType dtype) {
+  static constexpr TileLookup<FwdKernel, FwdVariant> kLookups[kFwdTileCount] = {
+      &fwd_serving_kernel_d64, &fwd_serving_kernel_d128, &fwd_serving_kernel_d256,
+      &fwd_serving_kernel_d192_128};
+  return find_kernel(kLookups, tile, dtype, FwdVariant::plain);
+}
 
 inline const FwdKernel* find_fwd_kernel(FwdTile tile, DType dtype, bool score_mod = false,
                                         bool sink = false, bool pingpong = false) {

@@ -55,6 +55,15 @@ using PingpongTraits = std::conditional_t<
                 false, fwd_tile_shape(kTile).d_v()>,
     FwdTraits<kTile, Element>>;
 
+// The serving kernel (ragged sides: rows at a batch's slot in the packed tensors, writes predicated
+// to the slot) over the kernel the plan takes for short sequences, d128's pingpong sibling (a
+// packed batch's sequences are mostly short; pingpong measured within 1% of plain at 16k), the
+// plain kernel elsewhere. No score mods (the plan declines them with a ragged side).
+template <class Base>
+struct ServingTraits : Base {
+  static constexpr bool kServing = true;
+};
+
 template <FwdTile kTile>
 struct FwdTileInstances {
   // The planner takes the tile's rows from fwd_tiles.h (its TMA boxes).
@@ -72,6 +81,23 @@ const FwdKernel* fwd_tile_kernel(DType dtype, FwdVariant variant) {
   static const TileKernels<FwdKernel, FwdVariants> kernels(
       std::string("sm90_fwd_") + fwd_tile_shape(kTile).name,
       InstanceTag<FwdVariant, FwdTileInstances<kTile>::template Instance>{},
+      static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
+  return kernels.get(dtype, variant);
+}
+
+// The serving instantiations of a tile, in their own translation unit (fwd_serving_<tile>.cu): one
+// per dtype (FwdServingVariants), named sm90_fwd_serving_<tile>_<dtype>.
+template <FwdTile kTile>
+struct FwdServingInstances {
+  template <class Element, FwdVariant>
+  using Instance = FwdInstanceOf<ServingTraits<PingpongTraits<kTile, Element>>>;
+};
+
+template <FwdTile kTile>
+const FwdKernel* fwd_serving_tile_kernel(DType dtype, FwdVariant variant) {
+  static const TileKernels<FwdKernel, FwdServingVariants> kernels(
+      std::string("sm90_fwd_serving_") + fwd_tile_shape(kTile).name,
+      InstanceTag<FwdVariant, FwdServingInstances<kTile>::template Instance>{},
       static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
   return kernels.get(dtype, variant);
 }

@@ -66,10 +66,16 @@ struct FwdMainloop {
   // key tiles the rings have carried before this query tile (the CTA's earlier tiles), so stage
   // and phase continue where they left off. q_phase: the parity the Q buffer's empty barrier
   // completes for this tile. K and V of the first key tile go first: their stages free up under
-  // the previous tile's last products, while the Q buffer waits for its epilogue.
+  // the previous tile's last products, while the Q buffer waits for its epilogue. The serving
+  // kernel's maps are the packed [T, h, d] tensors as [1, h, T, d]: a tile's rows start at its
+  // slot's first token (q0, kv0) and the batch coordinate is 0. Rows past the batch's keys (the
+  // next slot's, or zeros past T) are masked, and V's zeroed (compute); Q rows past sq_b are
+  // never written out.
   __device__ __forceinline__ static void load(const FwdParams& p, Storage& ss, int m0, int h,
                                               int h_kv, int b, const TileOrder& order, int it0,
-                                              uint32_t q_phase) {
+                                              uint32_t q_phase, int sq_b, int q0, int kv0) {
+    const int kb = T::kServing ? 0 : b;
+    const int kv_row0 = T::kServing ? kv0 : 0;
     for (int t = 0; t < order.n_tiles; ++t) {
       const int i = it0 + t;
       const int stage = i % kStages;
@@ -80,17 +86,19 @@ struct FwdMainloop {
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
-                                   ss.k.data() + stage * T::kBlockN * T::kD, 0, n0, 0, h_kv, b);
+                                   ss.k.data() + stage * T::kBlockN * T::kD, 0, kv_row0 + n0, 0,
+                                   h_kv, kb);
       if constexpr (T::kScoreMod) {
         if (p.has_bias) {
           load_bias(p, ss, i % T::kBiasStages, (i / T::kBiasStages) & 1, m0, n0, h, b);
         }
       }
-      if (t == 0) load_q(p, ss, m0, h, b, q_phase);
+      if (t == 0) load_q(p, ss, m0, h, b, q_phase, sq_b, q0);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kVBytes);
       cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
-                                   ss.v.data() + stage * T::kBlockN * T::kDv, 0, n0, 0, h_kv, b);
+                                   ss.v.data() + stage * T::kBlockN * T::kDv, 0, kv_row0 + n0, 0,
+                                   h_kv, kb);
     }
   }
 
@@ -98,23 +106,25 @@ struct FwdMainloop {
   // its rows (its last Q K^T where O has a buffer of its own, else its epilogue, which stages O
   // in them). A box is 64 rows of one 64-column chunk (the plan's Q map), written where the
   // [d / 64][block_m][64] tile keeps those rows.
+  // The serving kernel: rows at the slot (q0 on), none loaded wholly past the batch's sq_b (the
+  // epilogue writes zeros there).
   __device__ __forceinline__ static void load_q(const FwdParams& p, Storage& ss, int m0, int h,
-                                                int b, uint32_t q_phase) {
+                                                int b, uint32_t q_phase, int sq_b, int q0) {
     CUTE_UNROLL
     for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
       Barrier::wait(&ss.q_empty[w], q_phase ^ 1);
       // Rows wholly past s_q: no load (the warpgroup's products run on what the buffer holds,
       // row by row, and the epilogue writes none of those rows).
-      if (m0 + 64 * w >= p.s_q) {
+      if (m0 + 64 * w >= (T::kServing ? sq_b : p.s_q)) {
         TxBarrier::arrive(&ss.q_full[w]);
         continue;
       }
       TxBarrier::arrive_and_expect_tx(&ss.q_full[w], T::kQRowsBytes);
       CUTE_UNROLL
       for (int c = 0; c < T::kD / 64; ++c) {
-        cute::SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full[w], kCacheHint,
-                                     ss.q.data() + (c * T::kBlockM + 64 * w) * 64, 0, m0 + 64 * w,
-                                     c, h, b);
+        cute::SM90_TMA_LOAD_5D::copy(
+            &p.tma_q, &ss.q_full[w], kCacheHint, ss.q.data() + (c * T::kBlockM + 64 * w) * 64, 0,
+            (T::kServing ? q0 : 0) + m0 + 64 * w, c, h, T::kServing ? 0 : b);
       }
     }
   }
@@ -180,7 +190,9 @@ struct FwdMainloop {
     Tensor tScS = thr_qk.partition_C(
         make_identity_tensor(cute::Shape<typename T::BM, typename T::BN>{}));  // (row, col) of S
 
-    const bool pad_kv = skv_b < p.s_kv && skv_b % T::kBlockN != 0;
+    // The serving kernel's rows past skv_b are the next slot's (or a padded slot's), whatever the
+    // envelope: zeroed wherever the batch's last key tile is partial.
+    const bool pad_kv = (T::kServing || skv_b < p.s_kv) && skv_b % T::kBlockN != 0;
     // The softmax's scale: the plain kernel folds it into the exponent; so does the score-mod
     // kernel unless a softcap turns the scores into log2 units first (then 1).
     const float scale_log2 = score_unit<T::kScoreMod>(p);

@@ -10,6 +10,7 @@
 #include "kernels/fast_divisor.h"
 #include "kernels/score_params.h"
 #include "kernels/seq_lens.cuh"
+#include "kernels/sm80/serving_rows.h"
 #include "kernels/strides.h"
 #include "kernels/tile_scheduler.cuh"
 
@@ -65,6 +66,12 @@ struct FwdParams {
   float lse_shift = 0.f;
   float fixed_max = 0.f;
   bool fixed_max_rows = false;
+
+  // The serving kernel's (ragged sides, DESIGN 2.1), appended likewise: where each batch's rows
+  // sit in the packed tensors (offsets and valid lengths filled per launch; the batch strides of O
+  // and stats are 0 there and their row strides the token strides). The shared reading of slots
+  // (kernels/ragged_rows.h, kernels/sm80/serving_rows.h's batch_rows), as sm80's serving kernels.
+  kernels::ServingRows serve;
 };
 
 // What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engines/entry_launch.h"
+#include "engines/serving_sides.h"
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_tiles.h"
@@ -52,6 +53,7 @@ struct FwdChoice {
   bool score_mod = false;  // softcap or bias (and a sink beside them): the score-mod kernel
   bool sink = false;       // a sink alone: the plain kernel's sink sibling
   bool pingpong = false;   // the plain kernel with pingpong (short key sequences)
+  bool serving = false;    // a ragged side: the serving kernel (fwd_launch.cuh's ServingTraits)
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
   int ctas = 0;            // persistent: the grid (the SM count); 0: a CTA per tile
@@ -167,7 +169,40 @@ std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
   return "";
 }
 
+// Ragged sides (DESIGN 2.1) take the serving kernel: Q, K, V loaded by TMA from the packed
+// tensors at each slot's first token, O and the stats written to the slot. What it does not
+// serve yet, by name (sm80 serves those): a paged K/V cache, score mods.
+std::string check_serving(const Facts& f) {
+  if (f.paged_kv) {
+    return "paged_kv: sm90's forward serves no paged KV cache yet (its K/V loads are TMA boxes of "
+           "one tensor map)";
+  }
+  if (f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink)) {
+    return std::string(f.has_softcap           ? "softcap"
+                       : f.has(TensorId::bias) ? "tensor 'bias'"
+                                               : "tensor 'sink'") +
+           " with a ragged side: sm90's serving kernel has no score mods yet";
+  }
+  // TMA coordinates are int32: a tile's row is its slot's first token plus up to the envelope.
+  for (const bool query : {true, false}) {
+    if (!(query ? f.ragged_q : f.ragged_kv)) continue;
+    const int64_t total = query ? f.total_q : f.total_kv;
+    const int64_t envelope = query ? f.s_q : f.s_kv;
+    const char* name = query ? "ragged_q" : "ragged_kv";
+    if (total <= 0) return std::string(name) + ": an empty packed tensor (total 0)";
+    if (total + envelope > kInt32Max) {
+      return std::string(name) + ": total " + std::to_string(total) + " + envelope " +
+             std::to_string(envelope) + " tokens exceed sm90's 32-bit TMA coordinates";
+    }
+  }
+  return "";
+}
+
 std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out) {
+  // The layout first, whatever the target (explain names the option on every part).
+  if (f.serving()) {
+    if (std::string why = check_serving(f); !why.empty()) return why;
+  }
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.backward()) return "backward: sm90 serves the forward only";
   if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
@@ -194,16 +229,24 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   // sibling folds a sink in at the end; a negative scale is declined above.
   c.score_mod = f.has_softcap || f.has(TensorId::bias);
   c.sink = !c.score_mod && f.has(TensorId::sink);
-  if (std::string why = choose_pingpong(f, &c); !why.empty()) return why;
-  if (std::string why = choose_fixed_max(f, &c); !why.empty()) return why;
-  c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink, c.pingpong);
+  c.serving = f.serving();
+  if (c.serving) {
+    // One serving kernel a tile: d128's pingpong sibling, the plain kernel elsewhere.
+    c.pingpong = c.tile == FwdTile::d128;
+    c.kernel = find_fwd_serving_kernel(c.tile, f.dtype);
+  } else {
+    if (std::string why = choose_pingpong(f, &c); !why.empty()) return why;
+    if (std::string why = choose_fixed_max(f, &c); !why.empty()) return why;
+    c.kernel = find_fwd_kernel(c.tile, f.dtype, c.score_mod, c.sink, c.pingpong);
+  }
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (tile ") + shape.name + ", " +
            to_string(f.dtype) +
-           (c.score_mod  ? ", score-mod)"
-            : c.sink     ? ", sink)"
-            : c.pingpong ? ", pingpong)"
-                         : ")");
+           (c.serving     ? ", serving)"
+            : c.score_mod ? ", score-mod)"
+            : c.sink      ? ", sink)"
+            : c.pingpong  ? ", pingpong)"
+                          : ")");
   }
   if (static_cast<size_t>(c.kernel->smem_bytes) > target.smem_per_block_optin) {
     return std::string("tile ") + shape.name + " needs " +
@@ -225,10 +268,23 @@ int64_t l2_section_pairs(const Facts& f) {
   return std::max<int64_t>(1, (int64_t{32} << 20) / per_pair);
 }
 
+// O's and the stats' [b, h, s] strides; a ragged query side's [T, h, .] as {0, h, token}.
+kernels::Strides3 row_strides_of(const Facts& f, TensorId id) {
+  if (!f.has(id) || !f.ragged_q) return tensor_core::strides_of(f, id);
+  const TensorDesc& d = f.t(id);
+  return kernels::Strides3{0, d.strides[1], d.strides[0]};
+}
+
 FwdParams make_params(const Facts& f, const FwdChoice& c) {
   FwdParams p;
-  p.o_strides = tensor_core::strides_of(f, TensorId::o);
-  p.stats_strides = tensor_core::strides_of(f, TensorId::stats);
+  p.o_strides = row_strides_of(f, TensorId::o);
+  p.stats_strides = row_strides_of(f, TensorId::stats);
+  if (c.serving) {
+    p.serve.ragged_q = f.ragged_q;
+    p.serve.ragged_kv = f.ragged_kv;
+    if (f.ragged_q) p.serve.q = ragged_side(f, /*query=*/true);
+    if (f.ragged_kv) p.serve.kv = ragged_side(f, /*query=*/false);
+  }
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
   p.s_q = static_cast<int32_t>(f.s_q);
@@ -332,6 +388,15 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
+    // Ragged sides: the slots' offsets and valid lengths (read on the device only).
+    if (facts.ragged_q) {
+      p.serve.q.offsets = args.get(TensorId::offsets_q);
+      p.serve.q.seq_len = p.lens.q;
+    }
+    if (facts.ragged_kv) {
+      p.serve.kv.offsets = args.get(TensorId::offsets_kv);
+      p.serve.kv.seq_len = p.lens.kv;
+    }
     return launch_steps(
         "sm90", *kernel_, functions_, grid_, [&](int) { return grid_; }, p, stream);
   }
@@ -343,10 +408,20 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
            std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
            std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs (" +
            to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)" +
-           score_mods();
+           serving() + score_mods();
   }
 
  private:
+  // The serving kernel's sides, for describe().
+  std::string serving() const {
+    if (!params_.serve.ragged_q && !params_.serve.ragged_kv) return "";
+    return std::string("; ragged ") +
+           (params_.serve.ragged_q && params_.serve.ragged_kv ? "q and kv"
+            : params_.serve.ragged_q                          ? "q"
+                                                              : "kv") +
+           " (rows at each slot's offset, writes within the slot)";
+  }
+
   // The score-mod kernel's features, for describe().
   std::string score_mods() const {
     if (!params_.score.has_softcap && !params_.has_bias && !has_sink_) return "";

@@ -37,6 +37,10 @@ struct FwdTraitsOf {
   // The epilogue folds in the sink: the score-mod kernel, and the plain kernel's sink sibling
   // (SinkTraits, fwd_launch.cuh); the plain kernel's epilogue has no sink code.
   static constexpr bool kSink = kScoreMod_;
+  // The serving kernel's (ServingTraits, fwd_launch.cuh): ragged (THD) sides, Q, K, V, O and stats
+  // addressed at a batch's slot (kernels/sm80/serving_rows.h); the dense kernels compile none of
+  // it.
+  static constexpr bool kServing = false;
   static constexpr int kBiasStages = kShape.bias_stages();  // fwd_tiles.h
   static constexpr bool kOwnO = kShape.own_o(kScoreMod);    // fwd_tiles.h
   static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "2 or 3 consumers");

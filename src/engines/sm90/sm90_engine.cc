@@ -13,8 +13,14 @@ class Sm90Engine final : public Engine {
   const char* name() const override { return "sm90"; }
 
   std::string decline_reason(const Facts& facts, const Target& target) const override {
-    if (std::string why = serving_decline_reason(facts, "sm90"); !why.empty()) return why;
-    if (facts.backward()) return sm90::backward_decline_reason(facts, target);
+    // Ragged forwards take the serving kernel (fwd_plan.cc, which declines paged K/V by name); the
+    // backward serves dense problems only.
+    if (facts.backward()) {
+      if (std::string why = serving_decline_reason(facts, "sm90's backward"); !why.empty()) {
+        return why;
+      }
+      return sm90::backward_decline_reason(facts, target);
+    }
     return sm90::forward_decline_reason(facts, target);
   }
 

@@ -80,13 +80,31 @@ std::string check_scale_and_sizes(const Facts& f) {
   return "";
 }
 
+bool ragged_operand(const Facts& f, TensorId id) {
+  switch (id) {
+    case TensorId::q:
+    case TensorId::o:
+    case TensorId::stats:
+      return f.ragged_q;
+    case TensorId::k:
+    case TensorId::v:
+      return f.ragged_kv;
+    default:
+      return false;
+  }
+}
+
+// Every check below reads the innermost dim as the last one: [b, h, s, d], or a ragged side's
+// [T, h, d].
 std::string check_tma_operand(const Facts& f, TensorId id) {
   const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
+  const int inner = d.rank - 1;
+  if (d.strides[inner] != 1) {
+    return tensor_name(id) + " strides[" + std::to_string(inner) +
+           "] = " + std::to_string(d.strides[inner]) +
            ": sm90's TMA loads need a unit innermost stride";
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < inner; ++i) {
     if (d.dims[i] <= 1) continue;
     if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
       return tensor_name(id) + " strides[" + std::to_string(i) +
@@ -100,11 +118,12 @@ std::string check_tma_operand(const Facts& f, TensorId id) {
 
 std::string check_row_tensor(const Facts& f, TensorId id) {
   const TensorDesc& d = f.t(id);
-  if (d.strides[3] != 1) {
-    return tensor_name(id) + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90 needs a unit innermost stride";
+  const int inner = d.rank - 1;
+  if (d.strides[inner] != 1) {
+    return tensor_name(id) + " strides[" + std::to_string(inner) +
+           "] = " + std::to_string(d.strides[inner]) + ": sm90 needs a unit innermost stride";
   }
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < inner; ++i) {
     if (d.dims[i] > 1 && d.strides[i] % 8 != 0) {
       return tensor_name(id) + " strides[" + std::to_string(i) +
              "] = " + std::to_string(d.strides[i]) +
@@ -117,6 +136,17 @@ std::string check_row_tensor(const Facts& f, TensorId id) {
 TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
   const TensorDesc& d = f.t(id);
   TmaTensor t;
+  if (ragged_operand(f, id)) {  // [T, h, d] as [1, h, T, d]: the token dim is the row dim
+    t.b = 1;
+    t.h = d.dims[1];
+    t.s = d.dims[0];
+    t.d = d.dims[2];
+    t.stride_h = d.strides[1];
+    t.stride_s = d.strides[0];
+    t.box_rows = box_rows;
+    t.bf16 = f.dtype == DType::bf16;
+    return t;
+  }
   t.b = d.dims[0];
   t.h = d.dims[1];
   t.s = d.dims[2];

@@ -30,15 +30,19 @@ std::string check_scale_and_sizes(const Facts& f);
 std::string tensor_name(TensorId id);
 std::string check_target(const Target& target);
 
+// Whether `id` is on a ragged (packed) side of the problem: [T, h, d] (stats [T, h]).
+bool ragged_operand(const Facts& f, TensorId id);
+
 // A unit innermost stride, outer strides positive multiples of 8 elements (16 bytes) below
-// 2^39 (the base's 16-byte alignment is pointer_alignment's).
+// 2^39 (the base's 16-byte alignment is pointer_alignment's). Dense [b, h, s, d] or ragged
+// [T, h, d].
 std::string check_tma_operand(const Facts& f, TensorId id);
 // A tensor read or written a row at a time with 16-byte (or 4-byte) accesses: a unit innermost
 // stride, outer strides multiples of 8 elements.
 std::string check_row_tensor(const Facts& f, TensorId id);
 
 // The [b, h, s, d] view that TMA loads of a Q-, K-, V- or dO-shaped tensor (box_rows rows a
-// copy), without its base, which launch() fills in.
+// copy), without its base, which launch() fills in; a ragged side's [T, h, d] as [1, h, T, d].
 TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows);
 
 }  // namespace floe::detail::sm90
