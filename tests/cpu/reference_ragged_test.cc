@@ -511,15 +511,17 @@ TEST(ReferencePaged, ForwardEqualsTheGatheredDenseProblem) {
 // sm90, which does not serve paged K/V or a ragged backward yet, says so in explain, naming the
 // option; sm80 serves them natively (its serving kernels, d128 here: the ci kernel set's tile) and
 // ranks first among the engines that accept; generic serves them too (pinned), with pages of any
-// size. Ragged forwards (option null) are sm90's on sm_90 (its serving kernel), sm80's on sm_80.
+// size. Ragged forwards with both sides packed (option null) are sm90's on sm_90 (its serving
+// kernel), sm80's on sm_80; one packed side beside a dense one is sm80's for now.
 TEST(ServingDeclines, GpuEnginesNameTheOption) {
   const Shape s{2, 8, 2, 64, 128, 128, 128};  // s_q 64: not a short (decode) query side
   const struct {
     Problem p;
     const char* option;
   } cases[] = {
-      {Problem::forward(s, DType::bf16).set_ragged_q(40), nullptr},
-      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), nullptr},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40).set_ragged_kv(90), nullptr},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40), "ragged_q"},
+      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), "ragged_kv"},
       {Problem::forward(s, DType::bf16).set_paged_kv(64, 8), "paged_kv"},
       {Problem::forward(s, DType::bf16).set_ragged_q(40).set_paged_kv(16, 8), "paged_kv"},
       {Problem::forward(s, DType::bf16).set_paged_kv(1, 300), "paged_kv"},

@@ -240,9 +240,11 @@ TEST_F(Serving, Sm80RaggedAndPagedMatchReference) {
 // sm90 pinned: its serving kernel (ragged sides loaded by TMA at each slot's first token, rows past
 // a slot's keys masked and V's zeroed, O and stats written within the slot only, a slot's rows past
 // the envelope zeroed by its head's last tile). Forward, no paged K/V or score mods (sm90
-// declines those). Every config runs under the plan's schedule and under persistent CTAs that
-// each walk many tiles (skipped tiles past short slots among them) in two orders.
-// FLOE_SERVING_REPS: random cases per config and schedule (default 3; 1 under the sanitizers).
+// declines those), both sides packed (one packed side beside a dense one is declined for now: the
+// configs that have one check the decline). Every config runs under the plan's schedule and under
+// persistent CTAs that each walk many tiles (skipped tiles past short slots among them) in two
+// orders. FLOE_SERVING_REPS: random cases per config and schedule (default 3; 1 under the
+// sanitizers).
 TEST_F(Serving, Sm90RaggedForwardMatchesReference) {
   const char* reps_env = std::getenv("FLOE_SERVING_REPS");
   const int reps = reps_env != nullptr ? std::max(1, std::atoi(reps_env)) : 3;
@@ -267,7 +269,21 @@ TEST_F(Serving, Sm90RaggedForwardMatchesReference) {
         const std::string name = std::string(cfg.name) + "_d128_" + std::to_string(seed) +
                                  (*schedule != '\0' ? std::string("_") + schedule : "");
         SCOPED_TRACE(name);
-        check(make_case(cfg, seed++, 128), name, "sm90");
+        const Case c = make_case(cfg, seed++, 128);
+        if (cfg.ragged_q != cfg.ragged_kv) {
+          // One packed side beside a dense one is declined for now (fwd_plan.cc): these configs
+          // failed at 6c8b7bd; they run again once the fix has.
+          PlanOptions pin;
+          pin.engine = "sm90";
+          Result<Target> target = Target::cuda();
+          FLOE_ASSERT_OK(target);
+          Result<Plan> plan = Plan::build(c.problem, *target, pin);
+          ASSERT_FALSE(plan.ok()) << name << ": sm90 serves one packed side again; check it here";
+          EXPECT_NE(plan.status().message().find("only, for now"), std::string::npos)
+              << plan.status().message();
+          continue;
+        }
+        check(c, name, "sm90");
       }
     }
     if (saved != nullptr) {

@@ -195,6 +195,16 @@ std::string check_serving(const Facts& f) {
              std::to_string(envelope) + " tokens exceed sm90's 32-bit TMA coordinates";
     }
   }
+  // One packed side beside a dense one is held back: the serving kernel's loads take the dense
+  // side's rows at batch 0 for every batch (Serving.Sm90RaggedForwardMatchesReference failed so
+  // on the H200 at 6c8b7bd; both sides packed passed). The fix, a batch coordinate per side in
+  // fwd_mainloop.cuh's loads, waits for a GPU run; sm80 serves these meanwhile.
+  if (f.ragged_q != f.ragged_kv) {
+    return f.ragged_q ? "ragged_q: sm90's serving kernel serves packed queries with packed keys "
+                        "only, for now"
+                      : "ragged_kv: sm90's serving kernel serves packed keys with packed queries "
+                        "only, for now";
+  }
   return "";
 }
 
