@@ -121,9 +121,23 @@ def measure_serving(torch, F, backend, name, r, settings):
                     v = torch.randn(t_k, r["h_kv"], r["d_v"], device="cuda", dtype=dt)
                     sets.append([t.requires_grad_(True) for t in (q, k, v)])
 
+                # The causal flag's spelling moved between torch releases: is_causal (early),
+                # a window of (-1, 0) (later: FlashAttention's, aligned bottom-right); GQA needs
+                # enable_gqa where the release has it.
+                import inspect
+                params = inspect.signature(varlen_attn).parameters
+                kwargs = {}
+                if "is_causal" in params:
+                    kwargs["is_causal"] = arg
+                elif arg:
+                    kwargs["window_size"] = (-1, 0)
+                if r["h_q"] != r["h_kv"]:
+                    if "enable_gqa" not in params:
+                        raise RuntimeError("this torch's varlen_attn has no enable_gqa")
+                    kwargs["enable_gqa"] = True
+
                 def call(s):
-                    return varlen_attn(s[0], s[1], s[2], cu_q, cu_k, max_q, max_k,
-                                       is_causal=arg)
+                    return varlen_attn(s[0], s[1], s[2], cu_q, cu_k, max_q, max_k, **kwargs)
 
                 if r["direction"] == "fwd":
                     def fn(i):
