@@ -17,8 +17,15 @@
 #   --tests REGEX      only the GPU tests whose names match (ctest -R), e.g. 'Backward'.
 #   --build-dir DIR    default ROOT/build-gpu-check
 #   --steps LIST       comma-separated subset of configure,build,cpu,gpu,python,sanitize,
-#                      engines,bench (default: configure,build,cpu,gpu,python,sanitize); without
-#                      configure the build folder is reused.
+#                      engines,held-back,bench (default: configure,build,cpu,gpu,python,sanitize);
+#                      without configure the build folder is reused.
+#                      build: also writes build-slowest.txt (ninja's 25 slowest outputs, the
+#                      build's critical path candidates)
+#                      held-back: the kernels held back behind opt-in knobs (FLOE_SM90_BWD_SOFTCAP,
+#                      FLOE_SM90_RAGGED_ONE_SIDE; sm90 README, BACKWARD.md), opted in: their GPU
+#                      tests (NonFinite, Serving, Determinism, Graph, Streams), the sm90-pinned
+#                      backward battery at the chosen level, then memcheck over the serving and
+#                      nonfinite tests
 #                      engines: the battery at the chosen level with each engine of --pin
 #                      pinned (tensor-core engines on aligned layouts), then every sanitizer
 #                      over a small pinned battery per engine (FLOE_SANITIZE_CASES, default 16;
@@ -36,7 +43,7 @@
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -170,6 +177,12 @@ if wants build; then
     build_seconds=$last_seconds
     record build "$([ $last_rc = 0 ] && echo ok || echo failed)" "$last_rc" "$last_seconds" \
       "$(grep -c 'ptxas warning' "$results/build.log") ptxas warnings"
+    # ninja's log: start and end (ms) of every output of this build; the slowest are what bounds
+    # its wall time on many cores.
+    if [ -f "$build/.ninja_log" ]; then
+      awk -F '\t' 'NR > 1 { printf "%8.1f s  %s\n", ($2 - $1) / 1000, $4 }' "$build/.ninja_log" |
+        sort -rn | head -25 >"$results/build-slowest.txt"
+    fi
   else
     record build failed 1 0 "no configured build folder at $build"
   fi
@@ -305,6 +318,39 @@ if wants engines; then
       [ "$last_rc" = 0 ] && [ "${errors:-0}" = 0 ] || status=failed
       record "$tool-$e" "$status" "$last_rc" "$last_seconds" "${errors:-?} errors; $ran"
     done
+  done
+fi
+
+# --- What is held back behind opt-in knobs, opted in: the tests that failed before its fixes, the
+# tests that prove graph, stream and determinism behaviour, the sm90 backward battery (softcap
+# cases among its draws), and memcheck over the two tests that reach the fixed code.
+if wants held-back; then
+  battery="$build/tests/battery_test"
+  sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  knobs=(FLOE_SM90_BWD_SOFTCAP=1 FLOE_SM90_RAGGED_ONE_SIDE=1)
+  run_step held-back-tests "$results/held-back-tests.log" \
+    env "${knobs[@]}" ctest --test-dir "$build" -L gpu -R 'NonFinite|Serving|Determinism|Graph|Streams' \
+      --output-on-failure --timeout 1800 --output-junit "$results/held-back-tests.xml"
+  read -r t p f s <<<"$(ctest_counts "$results/held-back-tests.log")"
+  status=ok
+  [ "$last_rc" = 0 ] && [ "$t" -gt 0 ] || status=failed
+  record held-back-tests "$status" "$last_rc" "$last_seconds" "$t tests: $p passed, $f failed, $s skipped"
+  run_step held-back-battery "$results/held-back-battery.log" \
+    env "${knobs[@]}" FLOE_ENGINE=sm90 FLOE_DIRECTIONS=bwd FLOE_LAYOUT=aligned FLOE_BATTERY="$level" \
+      FLOE_FAILURE_DIR="$results/failures-held-back" "$battery"
+  note=$(grep -hoE "^\[battery\] backward: .*declined" "$results/held-back-battery.log" |
+    sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
+  record held-back-battery "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
+    "$last_seconds" "${note:-see log}"
+  for t in serving_test nonfinite_test; do
+    log="$results/memcheck-held-back-$t.log"
+    run_step "memcheck-held-back-$t" "$log" \
+      env "${knobs[@]}" FLOE_SERVING_REPS=1 "$sanitizer" --tool memcheck --leak-check no \
+        --padding 64 --error-exitcode 86 --print-limit 20 "$build/tests/$t"
+    errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+")
+    status=ok
+    [ "$last_rc" = 0 ] && [ "${errors:-0}" = 0 ] || status=failed
+    record "memcheck-held-back-$t" "$status" "$last_rc" "$last_seconds" "${errors:-?} errors"
   done
 fi
 

@@ -15,6 +15,7 @@
 #include "engines/sm90/bwd_tiles.h"
 #include "floe/floe.h"
 #include "support/plan_verdicts.h"
+#include "support/scoped_env.h"
 
 namespace floe {
 namespace {
@@ -69,35 +70,10 @@ std::vector<Named> served_problems() {
   return out;
 }
 
-// FLOE_SM90_BWD_SOFTCAP set (or unset) for one scope, restored after.
-class SoftcapKnob {
- public:
-  explicit SoftcapKnob(const char* value) {
-    if (const char* old = std::getenv(kName)) saved_ = old, had_ = true;
-    if (value != nullptr) {
-      setenv(kName, value, 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-  ~SoftcapKnob() {
-    if (had_) {
-      setenv(kName, saved_.c_str(), 1);
-    } else {
-      unsetenv(kName);
-    }
-  }
-
- private:
-  static constexpr const char* kName = "FLOE_SM90_BWD_SOFTCAP";
-  std::string saved_;
-  bool had_ = false;
-};
-
 // The softcap kernel is held back unless opted in (bwd_plan.cc's check_softcap_opt_in): served
 // here opted in, declined below without.
 TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
-  const SoftcapKnob opt_in("1");
+  const test::ScopedEnv opt_in("FLOE_SM90_BWD_SOFTCAP", "1");
   for (const Named& n : served_problems()) {
     SCOPED_TRACE(n.name);
     auto plan = Plan::build(n.problem, Target::cuda_arch(90));
@@ -228,7 +204,7 @@ std::vector<Declined> declined_problems() {
 }
 
 TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
-  const SoftcapKnob unset(nullptr);
+  const test::ScopedEnv unset("FLOE_SM90_BWD_SOFTCAP", nullptr);
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);
     auto plan = Plan::build(d.problem, Target::cuda_arch(90));

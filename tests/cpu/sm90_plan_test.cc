@@ -14,6 +14,7 @@
 #include "engines/sm90/fwd_tiles.h"
 #include "floe/floe.h"
 #include "support/plan_verdicts.h"
+#include "support/scoped_env.h"
 
 namespace floe {
 namespace {
@@ -150,13 +151,12 @@ TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
 // The schedule knob (an A/B switch read at plan time) refuses what it does not know, by name,
 // rather than measuring the default under another name.
 TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
-  const char* old = std::getenv("FLOE_SM90_FWD_SCHEDULE");
-  const std::string saved = old != nullptr ? old : "";
+  const test::ScopedEnv knob("FLOE_SM90_FWD_SCHEDULE", nullptr);
   const Problem p = Problem::forward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16);
   if (!built(p)) GTEST_SKIP() << "sm90 d128 bf16 not built";
   for (const char* bad : {"bogus", "persistent:0", "lpt:x", "gridx"}) {
     SCOPED_TRACE(bad);
-    setenv("FLOE_SM90_FWD_SCHEDULE", bad, 1);
+    knob.set(bad);
     auto plan = Plan::build(p, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     const EngineVerdict* v = verdict_of(*plan, "sm90");
@@ -167,15 +167,10 @@ TEST(Sm90Plan, AnUnknownScheduleKnobIsDeclinedByName) {
   }
   for (const char* good : {"grid", "persistent:3", "lpts"}) {
     SCOPED_TRACE(good);
-    setenv("FLOE_SM90_FWD_SCHEDULE", good, 1);
+    knob.set(good);
     auto plan = Plan::build(p, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     EXPECT_EQ(plan->engine(), "sm90") << plan->explain();
-  }
-  if (old != nullptr) {
-    setenv("FLOE_SM90_FWD_SCHEDULE", saved.c_str(), 1);
-  } else {
-    unsetenv("FLOE_SM90_FWD_SCHEDULE");
   }
 }
 
@@ -212,9 +207,7 @@ TEST(Sm90Plan, ScoreModsTakeTheScoreModKernelAndThePlanLineNamesThem) {
 // work is then a large share of it), the plain kernel beyond; FLOE_SM90_FWD_PINGPONG = 0 | 1
 // overrides that at plan time and refuses any other value by name.
 TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
-  const char* old = std::getenv("FLOE_SM90_FWD_PINGPONG");
-  const std::string saved = old != nullptr ? old : "";
-  unsetenv("FLOE_SM90_FWD_PINGPONG");
+  const test::ScopedEnv knob("FLOE_SM90_FWD_PINGPONG", nullptr);
   const Problem short_s = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
   const Problem long_s = Problem::forward(Shape{2, 16, 16, 8192, 8192, 128, 128}, DType::bf16);
   if (!built(short_s)) GTEST_SKIP() << "sm90 d128 bf16 not built";
@@ -234,13 +227,13 @@ TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
   if (built(capped)) {
     EXPECT_NE(explain(capped).find("plan: sm90_fwd_d128_bf16_score_mod"), std::string::npos);
   }
-  setenv("FLOE_SM90_FWD_PINGPONG", "0", 1);
+  knob.set("0");
   EXPECT_NE(explain(short_s).find("plan: sm90_fwd_d128_bf16: tile d128"), std::string::npos)
       << explain(short_s);
-  setenv("FLOE_SM90_FWD_PINGPONG", "1", 1);
+  knob.set("1");
   EXPECT_NE(explain(long_s).find("plan: sm90_fwd_d128_bf16_pingpong: tile d128"), std::string::npos)
       << explain(long_s);
-  setenv("FLOE_SM90_FWD_PINGPONG", "yes", 1);
+  knob.set("yes");
   {
     auto plan = Plan::build(short_s, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -248,11 +241,6 @@ TEST(Sm90Plan, ShortSequencesTakeThePingpongKernel) {
     ASSERT_NE(v, nullptr);
     EXPECT_FALSE(v->accepted);
     EXPECT_NE(v->reason.find("FLOE_SM90_FWD_PINGPONG=yes"), std::string::npos) << v->reason;
-  }
-  if (old != nullptr) {
-    setenv("FLOE_SM90_FWD_PINGPONG", saved.c_str(), 1);
-  } else {
-    unsetenv("FLOE_SM90_FWD_PINGPONG");
   }
 }
 
@@ -341,6 +329,54 @@ TEST(Sm90Plan, RaggedForwardsTakeTheServingKernel) {
             detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16)->smem_bytes);
 }
 
+// One packed side beside a dense one is held back (fwd_plan.cc's check_one_packed_side_opt_in):
+// FLOE_SM90_RAGGED_ONE_SIDE=1 gives it the serving kernel, whose plan line names the packed
+// side; 0 or unset declines with the reason above, any other value declines naming it.
+TEST(Sm90Plan, OnePackedSideTakesTheServingKernelOnlyWhenOptedIn) {
+  const auto* serving =
+      detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16);
+  if (serving == nullptr) GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
+  const Shape s{3, 4, 2, 150, 300, 128, 128};
+  const struct {
+    const char* name;
+    const char* side;
+    Problem problem;
+  } cases[] = {
+      {"ragged q, dense kv with lengths", "ragged q ",
+       Problem::forward(s, DType::bf16).set_ragged_q(400).set_seq_len_kv().set_stats()},
+      {"ragged kv i64, dense q with lengths, causal", "ragged kv ",
+       Problem::forward(s, DType::bf16)
+           .set_ragged_kv(600, DType::i64)
+           .set_seq_len_q()
+           .set_causal(MaskAlign::bottom_right)},
+  };
+  const test::ScopedEnv knob("FLOE_SM90_RAGGED_ONE_SIDE", "1");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    knob.set("1");
+    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
+    const std::string text = plan->explain();
+    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
+    EXPECT_NE(text.find(std::string("; ") + c.side + "(rows at each slot's offset"),
+              std::string::npos)
+        << text;
+    for (const char* value : {"0", "yes"}) {
+      SCOPED_TRACE(value);
+      knob.set(value);
+      plan = Plan::build(c.problem, Target::cuda_arch(90));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_NE(plan->engine(), "sm90");
+      const EngineVerdict* v = verdict_of(*plan, "sm90");
+      ASSERT_NE(v, nullptr);
+      const std::string want = *value == '0' ? "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"
+                                             : "FLOE_SM90_RAGGED_ONE_SIDE=yes: must be 0 or 1";
+      EXPECT_NE(v->reason.find(want), std::string::npos) << v->reason;
+    }
+  }
+}
+
 struct Declined {
   std::string name;
   Problem problem;
@@ -425,7 +461,7 @@ std::vector<Declined> declined_problems() {
   out.push_back({"ragged q, dense kv", Problem::forward(ragged, DType::bf16).set_ragged_q(400),
                  h100,
                  "ragged_q: sm90's serving kernel serves packed queries with packed keys only, "
-                 "for now"});
+                 "for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"});
   out.push_back({"ragged kv i64, dense q with lengths",
                  Problem::forward(ragged, DType::f16)
                      .set_ragged_kv(600, DType::i64)
@@ -433,7 +469,7 @@ std::vector<Declined> declined_problems() {
                      .set_causal(MaskAlign::bottom_right),
                  h100,
                  "ragged_kv: sm90's serving kernel serves packed keys with packed queries only, "
-                 "for now"});
+                 "for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"});
   out.push_back({"ragged backward", Problem::backward(ragged, DType::bf16).set_ragged_q(400), h100,
                  "ragged_q: sm90's backward serves no ragged (packed) query side yet"});
   out.push_back({"ragged kv backward", Problem::backward(ragged, DType::bf16).set_ragged_kv(600),
@@ -455,6 +491,7 @@ std::vector<Declined> declined_problems() {
 }
 
 TEST(Sm90Plan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
+  const test::ScopedEnv held_back("FLOE_SM90_RAGGED_ONE_SIDE", nullptr);
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);
     auto plan = Plan::build(d.problem, d.target);

@@ -62,19 +62,26 @@ struct FwdMainloop {
   static constexpr uint64_t kCacheHint =
       static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
+  // A side's batch coordinate in its tensor map: 0 for a packed side of the serving kernel
+  // (its map has no batch dim), b for a dense one.
+  __device__ __forceinline__ static int batch_coordinate(bool packed, int b) {
+    return T::kServing && packed ? 0 : b;
+  }
+
   // One thread, one query tile. h_kv: the kv head; the order of tiles is the consumers'. it0: the
   // key tiles the rings have carried before this query tile (the CTA's earlier tiles), so stage
   // and phase continue where they left off. q_phase: the parity the Q buffer's empty barrier
   // completes for this tile. K and V of the first key tile go first: their stages free up under
   // the previous tile's last products, while the Q buffer waits for its epilogue. The serving
-  // kernel's maps are the packed [T, h, d] tensors as [1, h, T, d]: a tile's rows start at its
-  // slot's first token (q0, kv0) and the batch coordinate is 0. Rows past the batch's keys (the
-  // next slot's, or zeros past T) are masked, and V's zeroed (compute); Q rows past sq_b are
-  // never written out.
+  // kernel's map of a packed side is the packed [T, h, d] tensor as [1, h, T, d]: a tile's rows
+  // start at its slot's first token (q0, kv0) and the batch coordinate is 0; a dense side beside
+  // it keeps its [b, h, s, d] map, batch coordinate b and first row 0 (batch_rows gives q0 or
+  // kv0 = 0 there). Rows past the batch's keys (the next slot's, or zeros past T) are masked,
+  // and V's zeroed (compute); Q rows past sq_b are never written out.
   __device__ __forceinline__ static void load(const FwdParams& p, Storage& ss, int m0, int h,
                                               int h_kv, int b, const TileOrder& order, int it0,
                                               uint32_t q_phase, int sq_b, int q0, int kv0) {
-    const int kb = T::kServing ? 0 : b;
+    const int kb = batch_coordinate(p.serve.ragged_kv, b);
     const int kv_row0 = T::kServing ? kv0 : 0;
     for (int t = 0; t < order.n_tiles; ++t) {
       const int i = it0 + t;
@@ -124,7 +131,7 @@ struct FwdMainloop {
       for (int c = 0; c < T::kD / 64; ++c) {
         cute::SM90_TMA_LOAD_5D::copy(
             &p.tma_q, &ss.q_full[w], kCacheHint, ss.q.data() + (c * T::kBlockM + 64 * w) * 64, 0,
-            (T::kServing ? q0 : 0) + m0 + 64 * w, c, h, T::kServing ? 0 : b);
+            (T::kServing ? q0 : 0) + m0 + 64 * w, c, h, batch_coordinate(p.serve.ragged_q, b));
       }
     }
   }
