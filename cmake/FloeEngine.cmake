@@ -84,13 +84,22 @@ endfunction()
 
 # floe_cuda_archs(ARCHS arch... SOURCES file...): the CUDA files among SOURCES compile for ARCHS.
 # Written as -gencode because the arch-specific 'a' targets (sm_90a: wgmma, setmaxnreg) need it
-# (device/HOPPER.md).
+# (device/HOPPER.md). With several archs, nvcc runs their passes side by side (--threads): the
+# same machine code (cuobjdump -sass of sm80's fwd_d128 identical), and a file's wall time about
+# halved (sm80 fwd_d128.cu for 80;90a: 160 s against 303 s of passes in sequence, 2 cores, peak
+# 2.9 GB a process): on many cores the longest file bounds the build (gpu-check.sh's
+# build-slowest.txt says which). FLOE_NVCC_THREADS=OFF: one pass after the other.
+option(FLOE_NVCC_THREADS "nvcc compiles a file's CUDA architectures in parallel" ON)
 function(floe_cuda_archs)
   cmake_parse_arguments(A "" "" "ARCHS;SOURCES" ${ARGN})
   set(flags "")
   foreach(arch IN LISTS A_ARCHS)
     list(APPEND flags "-gencode=arch=compute_${arch},code=sm_${arch}")
   endforeach()
+  list(LENGTH A_ARCHS n_archs)
+  if(FLOE_NVCC_THREADS AND n_archs GREATER 1)
+    list(APPEND flags "--threads=${n_archs}")
+  endif()
   foreach(src IN LISTS A_SOURCES)
     if(src MATCHES "\\.cu$")
       set_source_files_properties("${src}" PROPERTIES COMPILE_OPTIONS "${flags}")
