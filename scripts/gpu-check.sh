@@ -22,10 +22,11 @@
 #                      build: also writes build-slowest.txt (ninja's 25 slowest outputs, the
 #                      build's critical path candidates)
 #                      held-back: the kernels held back behind opt-in knobs (FLOE_SM90_BWD_SOFTCAP,
-#                      FLOE_SM90_RAGGED_ONE_SIDE; sm90 README, BACKWARD.md), opted in: their GPU
-#                      tests (NonFinite, Serving, Determinism, Graph, Streams), the sm90-pinned
-#                      backward battery at the chosen level, then memcheck over the serving and
-#                      nonfinite tests
+#                      FLOE_SM90_RAGGED_ONE_SIDE, FLOE_SM90_PAGED; sm90 README, BACKWARD.md),
+#                      opted in: their GPU tests (NonFinite, Serving, Determinism, Graph,
+#                      Streams), the sm90-pinned backward battery at the chosen level, the same
+#                      at d128 on the 64-row tile (FLOE_SM90_BWD_TILE=d128m64), then memcheck
+#                      over the serving and nonfinite tests
 #                      engines: the battery at the chosen level with each engine of --pin
 #                      pinned (tensor-core engines on aligned layouts), then every sanitizer
 #                      over a small pinned battery per engine (FLOE_SANITIZE_CASES, default 16;
@@ -43,7 +44,7 @@
 # repo's .deps folder carries CUTLASS, nlohmann-json, CLI11 and GoogleTest.
 set -uo pipefail
 
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || usage
@@ -327,7 +328,7 @@ fi
 if wants held-back; then
   battery="$build/tests/battery_test"
   sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-  knobs=(FLOE_SM90_BWD_SOFTCAP=1 FLOE_SM90_RAGGED_ONE_SIDE=1)
+  knobs=(FLOE_SM90_BWD_SOFTCAP=1 FLOE_SM90_RAGGED_ONE_SIDE=1 FLOE_SM90_PAGED=1)
   run_step held-back-tests "$results/held-back-tests.log" \
     env "${knobs[@]}" ctest --test-dir "$build" -L gpu -R 'NonFinite|Serving|Determinism|Graph|Streams' \
       --output-on-failure --timeout 1800 --output-junit "$results/held-back-tests.xml"
@@ -342,6 +343,14 @@ if wants held-back; then
     sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
   record held-back-battery "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
     "$last_seconds" "${note:-see log}"
+  run_step held-back-battery-d128m64 "$results/held-back-battery-d128m64.log" \
+    env "${knobs[@]}" FLOE_SM90_BWD_TILE=d128m64 FLOE_HEAD_DIMS=128/128 FLOE_ENGINE=sm90 \
+      FLOE_DIRECTIONS=bwd FLOE_LAYOUT=aligned FLOE_BATTERY="$level" \
+      FLOE_FAILURE_DIR="$results/failures-held-back-d128m64" "$battery"
+  note=$(grep -hoE "^\[battery\] backward: .*declined" "$results/held-back-battery-d128m64.log" |
+    sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
+  record held-back-battery-d128m64 "$([ "$last_rc" = 0 ] && echo ok || echo failed)" \
+    "$last_rc" "$last_seconds" "${note:-see log}"
   for t in serving_test nonfinite_test; do
     log="$results/memcheck-held-back-$t.log"
     run_step "memcheck-held-back-$t" "$log" \

@@ -155,6 +155,55 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
   }
 }
 
+// FLOE_SM90_BWD_TILE=d128m64 gives d128 problems the 64-row query tiles (bwd_tiles.h; the full
+// kernel set builds them, the ci set names the tile it lacks); d128 or unset keeps 80 rows, other
+// head dims keep their tiles, and any other value declines by name.
+TEST(Sm90BwdPlan, TheTileKnobPicksD128On64RowQueryTiles) {
+  const Problem causal = Problem::backward(Shape{2, 4, 4, 512, 512, 128, 128}, DType::bf16)
+                             .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0});
+  if (!built(causal)) GTEST_SKIP() << "sm90's d128 bf16 backward is not in this build";
+  const Target h100 = Target::cuda_arch(90);
+  const bool m64_built =
+      detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128_m64, DType::bf16) != nullptr;
+  const test::ScopedEnv knob("FLOE_SM90_BWD_TILE", nullptr);
+  auto explain = [&](const Problem& p) {
+    auto plan = Plan::build(p, h100);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->explain() : std::string();
+  };
+  EXPECT_NE(explain(causal).find("tile d128, 128 keys per CTA x 80-query visits"),
+            std::string::npos)
+      << explain(causal);
+  knob.set("d128");
+  EXPECT_NE(explain(causal).find("tile d128, 128 keys per CTA x 80-query visits"),
+            std::string::npos);
+  knob.set("d128m64");
+  {
+    auto plan = Plan::build(causal, h100);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    if (m64_built) {
+      EXPECT_EQ(plan->engine(), "sm90");
+      EXPECT_NE(plan->explain().find("sm90_bwd_d128m64_bf16: tile d128m64, 128 keys per CTA x "
+                                     "64-query visits"),
+                std::string::npos)
+          << plan->explain();
+    } else {
+      EXPECT_EQ(v->reason, "kernel not built in the ci kernel set (backward tile d128m64, bf16)");
+    }
+  }
+  const Problem d64 = Problem::backward(Shape{2, 4, 4, 512, 512, 64, 64}, DType::bf16);
+  if (built(d64)) EXPECT_NE(explain(d64).find("tile d64,"), std::string::npos) << explain(d64);
+  knob.set("d128m80");
+  auto plan = Plan::build(causal, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const EngineVerdict* v = verdict_of(*plan, "sm90");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->accepted);
+  EXPECT_EQ(v->reason, "FLOE_SM90_BWD_TILE=d128m80: must be d128 or d128m64");
+}
+
 TEST(Sm90BwdPlan, TheCiKernelSetHoldsD128Bf16) {
   const auto* k = detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::bf16);
   ASSERT_NE(k, nullptr);

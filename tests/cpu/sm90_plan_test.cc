@@ -377,6 +377,77 @@ TEST(Sm90Plan, OnePackedSideTakesTheServingKernelOnlyWhenOptedIn) {
   }
 }
 
+// A paged K/V cache is held back (fwd_plan.cc's check_paged_opt_in): FLOE_SM90_PAGED=1 gives it
+// the serving kernel, whose plan line names the page and box sizes (a key tile's boxes lie within
+// one page: min(P, block_n) rows), beside a ragged or a dense query side. Page sizes whose boxes
+// would straddle pages or fall out of the swizzle's phase, and score mods, decline by name even
+// opted in; unset, the held-back reason; any other value, the knob by name.
+TEST(Sm90Plan, PagedKvTakesTheServingKernelOnlyWhenOptedIn) {
+  const auto* serving =
+      detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16);
+  if (serving == nullptr) GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
+  const Shape s{3, 4, 2, 150, 512, 128, 128};
+  const struct {
+    const char* name;
+    Problem problem;
+    const char* plan;  // nullptr: declined with `reason`
+    const char* reason;
+  } cases[] = {
+      {"ragged q, pages of 16",
+       Problem::forward(s, DType::bf16).set_ragged_q(400).set_paged_kv(16, 100),
+       "; ragged q (rows at each slot's offset, writes within the slot); paged kv (pages of 16 "
+       "rows, boxes of 16 from the block table)",
+       nullptr},
+      {"dense q with lengths, pages of 256, causal",
+       Problem::forward(s, DType::bf16)
+           .set_paged_kv(256, 7)
+           .set_seq_len_q()
+           .set_causal(MaskAlign::bottom_right),
+       "; paged kv (pages of 256 rows, boxes of 128 from the block table)", nullptr},
+      {"pages of 48", Problem::forward(s, DType::bf16).set_ragged_q(400).set_paged_kv(48, 40),
+       nullptr,
+       "paged_kv: page size 48: sm90's paged loads need a multiple of 8 rows that divides the "
+       "tile's 128 keys or is a multiple of them"},
+      {"pages of 4", Problem::forward(s, DType::bf16).set_paged_kv(4, 400), nullptr,
+       "paged_kv: page size 4: sm90's paged loads need a multiple of 8 rows that divides the "
+       "tile's 128 keys or is a multiple of them"},
+      {"softcap", Problem::forward(s, DType::bf16).set_paged_kv(64, 30).set_softcap(30.0), nullptr,
+       "softcap with a paged K/V cache: sm90's serving kernel has no score mods yet"},
+  };
+  const test::ScopedEnv knob("FLOE_SM90_PAGED", "1");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    knob.set("1");
+    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    if (c.plan == nullptr) {
+      EXPECT_FALSE(v->accepted);
+      EXPECT_EQ(v->reason, c.reason);
+      EXPECT_NE(plan->engine(), "sm90");
+      continue;
+    }
+    ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
+    EXPECT_EQ(plan->workspace_bytes(), 0u);
+    const std::string text = plan->explain();
+    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
+    EXPECT_NE(text.find(c.plan), std::string::npos) << text;
+    for (const char* value : {"0", "yes"}) {
+      SCOPED_TRACE(value);
+      knob.set(value);
+      plan = Plan::build(c.problem, Target::cuda_arch(90));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      EXPECT_NE(plan->engine(), "sm90");
+      v = verdict_of(*plan, "sm90");
+      ASSERT_NE(v, nullptr);
+      EXPECT_EQ(v->reason, *value == '0' ? "paged_kv: sm90's paged K/V loads are held back until "
+                                           "they have run on a GPU (FLOE_SM90_PAGED=1 opts in)"
+                                         : "FLOE_SM90_PAGED=yes: must be 0 or 1");
+    }
+  }
+}
+
 struct Declined {
   std::string name;
   Problem problem;
@@ -445,8 +516,8 @@ std::vector<Declined> declined_problems() {
   const Shape ragged{3, 4, 2, 150, 300, 128, 128};
   out.push_back({"paged kv",
                  Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_paged_kv(64, 20), h100,
-                 "paged_kv: sm90's forward serves no paged KV cache yet (its K/V loads are TMA "
-                 "boxes of one tensor map)"});
+                 "paged_kv: sm90's paged K/V loads are held back until they have run on a GPU "
+                 "(FLOE_SM90_PAGED=1 opts in)"});
   out.push_back({"ragged softcap",
                  Problem::forward(ragged, DType::bf16).set_ragged_kv(600).set_softcap(30.0), h100,
                  "softcap with a ragged side: sm90's serving kernel has no score mods yet"});
@@ -492,6 +563,7 @@ std::vector<Declined> declined_problems() {
 
 TEST(Sm90Plan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
   const test::ScopedEnv held_back("FLOE_SM90_RAGGED_ONE_SIDE", nullptr);
+  const test::ScopedEnv paged_held_back("FLOE_SM90_PAGED", nullptr);
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);
     auto plan = Plan::build(d.problem, d.target);

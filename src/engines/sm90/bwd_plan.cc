@@ -44,6 +44,17 @@ std::string check_softcap_opt_in(const Facts& f) {
          "gradients where the reference's are finite); FLOE_SM90_BWD_SOFTCAP=1 opts in";
 }
 
+// FLOE_SM90_BWD_TILE = d128 | d128m64 picks d128's tile at plan time (the A/B knob: 64-row query
+// tiles for d_qk = d_v = 128, bwd_tiles.h); unset, d128. Any other value declines, naming it.
+std::string choose_tile_override(BwdTile* tile) {
+  const char* env = std::getenv("FLOE_SM90_BWD_TILE");
+  const std::string value = env != nullptr ? env : "";
+  if (value.empty() || value == "d128") return "";
+  if (value != "d128m64") return "FLOE_SM90_BWD_TILE=" + value + ": must be d128 or d128m64";
+  if (*tile == BwdTile::d128) *tile = BwdTile::d128_m64;
+  return "";
+}
+
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
@@ -54,6 +65,7 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 and for d_qk 192 / d_v 128 only";
   }
+  if (std::string why = choose_tile_override(&c.tile); !why.empty()) return why;
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (std::string why = check_softcap_opt_in(f); !why.empty()) return why;
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;

@@ -4,8 +4,8 @@
 
 namespace floe::detail::sm90 {
 
-enum class BwdTile { d64, d128, d192_128 };
-inline constexpr int kBwdTileCount = 3;
+enum class BwdTile { d64, d128, d192_128, d128_m64 };
+inline constexpr int kBwdTileCount = 4;
 
 struct BwdTileShape {
   const char* name;
@@ -31,16 +31,26 @@ struct BwdTileShape {
 // for dV (kOverlapDq off; on, ptxas serialises the GMMAs) and is computed in thirds (bwd_traits.cuh
 // kDqThirds). H200, bf16, Hq 16: S 4096 477, S 16k causal 497 TFLOP/s (sm80 213 / 224); a 3-stage
 // ring measured 2-5% faster, not yet battery-tested.
+// d128m64: d128 on 64-row query tiles (dQ split along d, dV dQ dK), an alternative for bands with
+// a right bound (causal), whose short query ranges the 80-row tile pads: at S 512 the key tiles of
+// a causal head visit 1600 query rows for the 1280 there are, against 1280 on 64 rows. Measured
+// before 80 rows replaced it (H200, bf16, BACKWARD.md): causal S 512 164 TFLOP/s (64 rows, order
+// dV dK dQ) against 153 (80 rows, dQ first); S 16k causal in the dev harness 569 (64 rows, dV dQ
+// dK, this tile's order) against 572 (80 rows). FlashAttention 4 picks 64 rows for
+// causal and local d128. Chosen only by FLOE_SM90_BWD_TILE=d128m64 until it has been timed through
+// the library beside d128 (bwd_plan.cc); last in the table, so that bwd_tile_for finds d128.
 inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
     {"d64", 64, 128, 128, 2, true},
     {"d128", 128, 80, 128, 2, true},
-    {"d192x128", 192, 48, 128, 2, true, 128, false}};
+    {"d192x128", 192, 48, 128, 2, true, 128, false},
+    {"d128m64", 128, 64, 128, 2, true}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
 }
 
-// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64 or 128, or 192 / 128.
+// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64 or 128, or 192 / 128 (d128m64 only
+// when asked for: bwd_plan.cc).
 inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* tile) {
   for (int i = 0; i < kBwdTileCount; ++i) {
     if (kBwdTileShapes[i].d == d_qk && kBwdTileShapes[i].d_v() == d_v) {

@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
         const TileOrder order(w.kt);
         const int h_kv = static_cast<int>(p.group_div.div(static_cast<uint32_t>(w.tile.h)));
         FwdMainloop<T>::load(p, ss, w.m0, w.tile.h, h_kv, w.tile.b, order, it, j & 1, w.sq_b, w.q0,
-                             w.kv0);
+                             w.kv0, w.skv_b);
         it += order.n_tiles;
       }
     }

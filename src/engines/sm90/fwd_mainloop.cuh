@@ -78,11 +78,15 @@ struct FwdMainloop {
   // it keeps its [b, h, s, d] map, batch coordinate b and first row 0 (batch_rows gives q0 or
   // kv0 = 0 there). Rows past the batch's keys (the next slot's, or zeros past T) are masked,
   // and V's zeroed (compute); Q rows past sq_b are never written out.
+  // A paged cache (serving kernel, p.serve.paged_kv) takes each key tile box by box from its
+  // pages (load_paged).
   __device__ __forceinline__ static void load(const FwdParams& p, Storage& ss, int m0, int h,
                                               int h_kv, int b, const TileOrder& order, int it0,
-                                              uint32_t q_phase, int sq_b, int q0, int kv0) {
+                                              uint32_t q_phase, int sq_b, int q0, int kv0,
+                                              int skv_b) {
     const int kb = batch_coordinate(p.serve.ragged_kv, b);
     const int kv_row0 = T::kServing ? kv0 : 0;
+    const bool paged = T::kServing && p.serve.paged_kv;
     for (int t = 0; t < order.n_tiles; ++t) {
       const int i = it0 + t;
       const int stage = i % kStages;
@@ -92,9 +96,14 @@ struct FwdMainloop {
       // first pass over the ring does not wait.
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
-      cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
-                                   ss.k.data() + stage * T::kBlockN * T::kD, 0, kv_row0 + n0, 0,
-                                   h_kv, kb);
+      if (paged) {
+        load_paged<T::kD>(p, &p.tma_k, &ss.k_full[stage], ss.k.data() + stage * T::kBlockN * T::kD,
+                          n0, h_kv, b, skv_b);
+      } else {
+        cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
+                                     ss.k.data() + stage * T::kBlockN * T::kD, 0, kv_row0 + n0, 0,
+                                     h_kv, kb);
+      }
       if constexpr (T::kScoreMod) {
         if (p.has_bias) {
           load_bias(p, ss, i % T::kBiasStages, (i / T::kBiasStages) & 1, m0, n0, h, b);
@@ -103,9 +112,39 @@ struct FwdMainloop {
       if (t == 0) load_q(p, ss, m0, h, b, q_phase, sq_b, q0);
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kVBytes);
-      cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
-                                   ss.v.data() + stage * T::kBlockN * T::kDv, 0, kv_row0 + n0, 0,
-                                   h_kv, kb);
+      if (paged) {
+        load_paged<T::kDv>(p, &p.tma_v, &ss.v_full[stage],
+                           ss.v.data() + stage * T::kBlockN * T::kDv, n0, h_kv, b, skv_b);
+      } else {
+        cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
+                                     ss.v.data() + stage * T::kBlockN * T::kDv, 0, kv_row0 + n0, 0,
+                                     h_kv, kb);
+      }
+    }
+  }
+
+  // One key tile (keys n0..) of a paged cache, whose map is [pages, P, h_kv, d] as {64, P, d / 64,
+  // h_kv, pages}: boxes of R = p.paged_box_rows rows and one 64-column chunk, each from the page
+  // that holds its first key. The plan takes R = min(P, block_n), with P a multiple of block_n or
+  // a divisor of it (fwd_plan.cc's check_page_size), so that no box straddles two pages, and R a
+  // multiple of 8, the 128-byte swizzle's period, so that a box written at row r of the
+  // [cols / 64][block_n][64] tile lands in phase. Every box is issued (the stage expects the whole
+  // tile's bytes); one past the batch's keys reads page 0 without looking at the block table, whose
+  // entries there may hold anything (DESIGN 2.2): its K rows are masked and its V rows zeroed like
+  // any rows past skv_b (compute).
+  template <int kCols>
+  __device__ __forceinline__ static void load_paged(const FwdParams& p, const TmaDescriptor* map,
+                                                    uint64_t* full, Element* tile, int n0, int h_kv,
+                                                    int b, int skv_b) {
+    const int box_rows = p.paged_box_rows;
+    for (int r = 0; r < T::kBlockN; r += box_rows) {
+      int page = 0, row = 0;
+      if (n0 + r < skv_b) page = static_cast<int>(kernels::page_of(p.serve, b, n0 + r, &row));
+      CUTE_UNROLL
+      for (int c = 0; c < kCols / 64; ++c) {
+        cute::SM90_TMA_LOAD_5D::copy(map, full, kCacheHint, tile + (c * T::kBlockN + r) * 64, 0,
+                                     row, c, h_kv, page);
+      }
     }
   }
 

@@ -72,6 +72,9 @@ struct FwdParams {
   // and stats are 0 there and their row strides the token strides). The shared reading of slots
   // (kernels/ragged_rows.h, kernels/sm80/serving_rows.h's batch_rows), as sm80's serving kernels.
   kernels::ServingRows serve;
+  // A paged K/V cache (DESIGN 2.2; serve.paged_kv, the block table in serve.table): the rows of
+  // one box of the K and V maps, min(P, block_n) (fwd_mainloop.cuh's load_paged).
+  int32_t paged_box_rows = 0;
 };
 
 // What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the

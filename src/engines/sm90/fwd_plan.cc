@@ -171,10 +171,10 @@ std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
 
 // One packed side beside a dense one is held back unless FLOE_SM90_RAGGED_ONE_SIDE=1 (plan
 // time): on the H200 at 6c8b7bd the serving kernel's loads took the dense side's rows at batch 0
-// for every batch (Serving.Sm90RaggedForwardMatchesReference failed in its one-sided configs;
-// both sides packed passed). The fix (fwd_mainloop.cuh's batch_coordinate: b for the dense side)
-// has not run on a GPU yet; opted in, the serving test checks it. sm80 serves these meanwhile.
-// Any other value declines, naming it.
+// for every batch (serving_test's sm90 test failed in its one-sided configs; both sides packed
+// passed). The fix (fwd_mainloop.cuh's batch_coordinate: b for the dense side) has not run on a
+// GPU yet; opted in, the serving test checks it. sm80 serves these meanwhile. Any other value
+// declines, naming it.
 std::string check_one_packed_side_opt_in(const Facts& f) {
   const char* env = std::getenv("FLOE_SM90_RAGGED_ONE_SIDE");
   const std::string value = env != nullptr ? env : "";
@@ -188,19 +188,48 @@ std::string check_one_packed_side_opt_in(const Facts& f) {
                       "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)";
 }
 
-// Ragged sides (DESIGN 2.1) take the serving kernel: Q, K, V loaded by TMA from the packed
-// tensors at each slot's first token, O and the stats written to the slot. What it does not
-// serve yet, by name (sm80 serves those): a paged K/V cache, score mods.
+// A paged K/V cache is held back unless FLOE_SM90_PAGED=1 (plan time): its loads
+// (fwd_mainloop.cuh's load_paged, a key tile box by box from the pages the block table names)
+// have not run on a GPU yet. sm80 and decode serve paged forwards meanwhile. Any other value
+// declines, naming it.
+std::string check_paged_opt_in() {
+  const char* env = std::getenv("FLOE_SM90_PAGED");
+  const std::string value = env != nullptr ? env : "";
+  if (value == "1") return "";
+  if (!value.empty() && value != "0") return "FLOE_SM90_PAGED=" + value + ": must be 0 or 1";
+  return "paged_kv: sm90's paged K/V loads are held back until they have run on a GPU "
+         "(FLOE_SM90_PAGED=1 opts in)";
+}
+
+// A paged cache's key tile is loaded in boxes of min(P, block_n) rows, each within one page:
+// P a multiple of the tile's keys or a divisor of them, and a multiple of 8 rows (the 128-byte
+// swizzle's period, so that every box lands in phase in the tile).
+std::string check_page_size(const Facts& f, int block_n) {
+  const int64_t page = f.page_size;
+  if (page % 8 == 0 && (page % block_n == 0 || block_n % page == 0)) return "";
+  return "paged_kv: page size " + std::to_string(page) +
+         ": sm90's paged loads need a multiple of 8 rows that divides the tile's " +
+         std::to_string(block_n) + " keys or is a multiple of them";
+}
+
+int paged_box_rows(const Facts& f, int block_n) {
+  return static_cast<int>(std::min<int64_t>(f.page_size, block_n));
+}
+
+// Ragged sides (DESIGN 2.1) and a paged K/V cache (2.2) take the serving kernel: Q, K, V loaded
+// by TMA from the packed tensors at each slot's first token (K and V from the pages the block
+// table names), O and the stats written to the slot. What it does not serve yet, by name (sm80
+// serves those): score mods.
 std::string check_serving(const Facts& f) {
   if (f.paged_kv) {
-    return "paged_kv: sm90's forward serves no paged KV cache yet (its K/V loads are TMA boxes of "
-           "one tensor map)";
+    if (std::string why = check_paged_opt_in(); !why.empty()) return why;
   }
   if (f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink)) {
     return std::string(f.has_softcap           ? "softcap"
                        : f.has(TensorId::bias) ? "tensor 'bias'"
                                                : "tensor 'sink'") +
-           " with a ragged side: sm90's serving kernel has no score mods yet";
+           (f.ragged_q || f.ragged_kv ? " with a ragged side" : " with a paged K/V cache") +
+           ": sm90's serving kernel has no score mods yet";
   }
   // TMA coordinates are int32: a tile's row is its slot's first token plus up to the envelope.
   for (const bool query : {true, false}) {
@@ -214,7 +243,8 @@ std::string check_serving(const Facts& f) {
              std::to_string(envelope) + " tokens exceed sm90's 32-bit TMA coordinates";
     }
   }
-  if (f.ragged_q != f.ragged_kv) return check_one_packed_side_opt_in(f);
+  // (A paged cache beside a ragged or dense query side is FLOE_SM90_PAGED's.)
+  if (!f.paged_kv && f.ragged_q != f.ragged_kv) return check_one_packed_side_opt_in(f);
   return "";
 }
 
@@ -250,6 +280,9 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   c.score_mod = f.has_softcap || f.has(TensorId::bias);
   c.sink = !c.score_mod && f.has(TensorId::sink);
   c.serving = f.serving();
+  if (f.paged_kv) {
+    if (std::string why = check_page_size(f, shape.block_n); !why.empty()) return why;
+  }
   if (c.serving) {
     // One serving kernel a tile: d128's pingpong sibling, the plain kernel elsewhere.
     c.pingpong = c.tile == FwdTile::d128;
@@ -304,6 +337,15 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
     p.serve.ragged_kv = f.ragged_kv;
     if (f.ragged_q) p.serve.q = ragged_side(f, /*query=*/true);
     if (f.ragged_kv) p.serve.kv = ragged_side(f, /*query=*/false);
+    if (f.paged_kv) {
+      const kernels::PagedSide pages = paged_side(f);
+      p.serve.paged_kv = true;
+      p.serve.table_stride_b = pages.table_stride_b;
+      p.serve.table_stride_p = pages.table_stride_p;
+      p.serve.num_pages = static_cast<int32_t>(std::min<int64_t>(pages.num_pages, kInt32Max));
+      p.serve.page_size = kernels::FastDivisor(static_cast<uint32_t>(pages.page_size));
+      p.paged_box_rows = paged_box_rows(f, fwd_tile_shape(c.tile).block_n);
+    }
   }
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
@@ -353,14 +395,20 @@ TmaTensor q_rows_tensor(const Facts& f) {
   return t;
 }
 
+// K's and V's boxes: a key tile, or a paged cache's boxes within one page.
+int kv_box_rows(const Facts& f, FwdTile tile) {
+  const int block_n = fwd_tile_shape(tile).block_n;
+  return f.paged_kv ? paged_box_rows(f, block_n) : block_n;
+}
+
 class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90ForwardPlan(const Facts& f, const FwdParams& params, const FwdKernel* kernel, FwdTile tile,
                   FwdSchedule schedule, unsigned grid, const StepFunctions& functions)
       : params_(params),
         q_(q_rows_tensor(f)),
-        k_(tma_tensor(f, TensorId::k, fwd_tile_shape(tile).block_n)),
-        v_(tma_tensor(f, TensorId::v, fwd_tile_shape(tile).block_n)),
+        k_(tma_tensor(f, TensorId::k, kv_box_rows(f, tile))),
+        v_(tma_tensor(f, TensorId::v, kv_box_rows(f, tile))),
         kernel_(kernel),
         tile_(tile),
         schedule_(schedule),
@@ -417,6 +465,9 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       p.serve.kv.offsets = args.get(TensorId::offsets_kv);
       p.serve.kv.seq_len = p.lens.kv;
     }
+    if (facts.paged_kv) {
+      p.serve.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
+    }
     return launch_steps(
         "sm90", *kernel_, functions_, grid_, [&](int) { return grid_; }, p, stream);
   }
@@ -434,12 +485,20 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  private:
   // The serving kernel's sides, for describe().
   std::string serving() const {
-    if (!params_.serve.ragged_q && !params_.serve.ragged_kv) return "";
-    return std::string("; ragged ") +
-           (params_.serve.ragged_q && params_.serve.ragged_kv ? "q and kv"
-            : params_.serve.ragged_q                          ? "q"
-                                                              : "kv") +
-           " (rows at each slot's offset, writes within the slot)";
+    const kernels::ServingRows& s = params_.serve;
+    std::string text;
+    if (s.ragged_q || s.ragged_kv) {
+      text = std::string("; ragged ") +
+             (s.ragged_q && s.ragged_kv ? "q and kv"
+              : s.ragged_q              ? "q"
+                                        : "kv") +
+             " (rows at each slot's offset, writes within the slot)";
+    }
+    if (s.paged_kv) {
+      text += "; paged kv (pages of " + std::to_string(s.page_size.d) + " rows, boxes of " +
+              std::to_string(params_.paged_box_rows) + " from the block table)";
+    }
+    return text;
   }
 
   // The score-mod kernel's features, for describe().

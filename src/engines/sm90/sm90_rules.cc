@@ -136,6 +136,20 @@ std::string check_row_tensor(const Facts& f, TensorId id) {
 TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
   const TensorDesc& d = f.t(id);
   TmaTensor t;
+  if (f.paged_kv && (id == TensorId::k || id == TensorId::v)) {
+    // [pages, P, h, d] as [pages, h, P, d]: a box's rows lie within one page, one chunk a box.
+    t.b = d.dims[0];
+    t.s = d.dims[1];
+    t.h = d.dims[2];
+    t.d = d.dims[3];
+    t.stride_b = d.strides[0];
+    t.stride_s = d.strides[1];
+    t.stride_h = d.strides[2];
+    t.box_rows = box_rows;
+    t.box_chunks = 1;
+    t.bf16 = f.dtype == DType::bf16;
+    return t;
+  }
   if (ragged_operand(f, id)) {  // [T, h, d] as [1, h, T, d]: the token dim is the row dim
     t.b = 1;
     t.h = d.dims[1];

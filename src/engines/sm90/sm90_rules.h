@@ -42,7 +42,9 @@ std::string check_tma_operand(const Facts& f, TensorId id);
 std::string check_row_tensor(const Facts& f, TensorId id);
 
 // The [b, h, s, d] view that TMA loads of a Q-, K-, V- or dO-shaped tensor (box_rows rows a
-// copy), without its base, which launch() fills in; a ragged side's [T, h, d] as [1, h, T, d].
+// copy), without its base, which launch() fills in; a ragged side's [T, h, d] as [1, h, T, d]; a
+// paged cache's [pages, P, h, d] as [pages, h, P, d] in boxes of one 64-column chunk (box_rows
+// within one page).
 TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows);
 
 }  // namespace floe::detail::sm90
