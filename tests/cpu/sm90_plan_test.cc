@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "engines/facts.h"
 #include "engines/sm90/fwd_kernels.h"
 #include "engines/sm90/fwd_tiles.h"
+#include "engines/sm90/sm90_rules.h"
 #include "floe/floe.h"
 #include "support/plan_verdicts.h"
 #include "support/scoped_env.h"
@@ -446,6 +448,36 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernelOnlyWhenOptedIn) {
                                          : "FLOE_SM90_PAGED=yes: must be 0 or 1");
     }
   }
+}
+
+// The TMA views of Q-, K- and V-shaped tensors (sm90_rules.cc's tma_tensor): dense [b, h, s, d],
+// a ragged side's [T, h, d] as [1, h, T, d], a paged cache's [pages, P, h, d] as [pages, h, P, d]
+// in one-chunk boxes, each through the declared strides.
+TEST(Sm90Plan, TmaTensorsViewEachLayoutAsBatchHeadRowsColumns) {
+  const Shape s{3, 4, 2, 150, 300, 128, 128};
+  Problem p = Problem::forward(s, DType::bf16).set_ragged_q(400).set_paged_kv(16, 100);
+  p.set_strides(TensorId::k, {2 * 16 * 136, 136, 16 * 136, 1});  // HND pages, a gap a row
+  const detail::Facts f = detail::make_facts(p);
+  const detail::sm90::TmaTensor q = detail::sm90::tma_tensor(f, TensorId::q, 64);
+  EXPECT_EQ(std::vector<int64_t>({q.b, q.h, q.s, q.d}), std::vector<int64_t>({1, 4, 400, 128}));
+  EXPECT_EQ(std::vector<int64_t>({q.stride_b, q.stride_h, q.stride_s}),
+            std::vector<int64_t>({0, 128, 4 * 128}));
+  EXPECT_EQ(q.box_chunks, 0);
+  const detail::sm90::TmaTensor k = detail::sm90::tma_tensor(f, TensorId::k, 16);
+  EXPECT_EQ(std::vector<int64_t>({k.b, k.h, k.s, k.d}), std::vector<int64_t>({100, 2, 16, 128}));
+  EXPECT_EQ(std::vector<int64_t>({k.stride_b, k.stride_h, k.stride_s}),
+            std::vector<int64_t>({2 * 16 * 136, 16 * 136, 136}));
+  EXPECT_EQ(k.box_rows, 16);
+  EXPECT_EQ(k.box_chunks, 1);
+  EXPECT_TRUE(k.bf16);
+  const Problem dense = Problem::forward(s, DType::f16);
+  const detail::sm90::TmaTensor v =
+      detail::sm90::tma_tensor(detail::make_facts(dense), TensorId::v, 128);
+  EXPECT_EQ(std::vector<int64_t>({v.b, v.h, v.s, v.d}), std::vector<int64_t>({3, 2, 300, 128}));
+  EXPECT_EQ(std::vector<int64_t>({v.stride_b, v.stride_h, v.stride_s}),
+            std::vector<int64_t>({2 * 300 * 128, 300 * 128, 128}));
+  EXPECT_EQ(v.box_chunks, 0);
+  EXPECT_FALSE(v.bf16);
 }
 
 struct Declined {

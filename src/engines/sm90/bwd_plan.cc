@@ -36,10 +36,9 @@ struct BwdChoice {
 // softcap backward meanwhile. Any other value declines, naming it.
 std::string check_softcap_opt_in(const Facts& f) {
   if (!f.has_softcap) return "";
-  const char* env = std::getenv("FLOE_SM90_BWD_SOFTCAP");
-  const std::string value = env != nullptr ? env : "";
-  if (value == "1") return "";
-  if (!value.empty() && value != "0") return "FLOE_SM90_BWD_SOFTCAP=" + value + ": must be 0 or 1";
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_BWD_SOFTCAP", &knob); !why.empty()) return why;
+  if (knob == 1) return "";
   return "softcap: sm90's backward softcap kernel is held back (an infinite key gave NaN "
          "gradients where the reference's are finite); FLOE_SM90_BWD_SOFTCAP=1 opts in";
 }

@@ -126,13 +126,9 @@ std::string choose_pingpong(const Facts& f, FwdChoice* c) {
   // d128 only: the tile it was measured on (fwd_launch.cuh builds no pingpong kernel elsewhere).
   const bool can = !c->score_mod && !c->sink && c->tile == FwdTile::d128;
   c->pingpong = can && f.s_kv <= kPingpongMaxKeys;
-  if (const char* env = std::getenv("FLOE_SM90_FWD_PINGPONG"); env != nullptr && *env != '\0') {
-    const std::string value(env);
-    if (value != "0" && value != "1") {
-      return "FLOE_SM90_FWD_PINGPONG=" + value + ": must be 0 or 1";
-    }
-    c->pingpong = can && value == "1";
-  }
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_FWD_PINGPONG", &knob); !why.empty()) return why;
+  if (knob >= 0) c->pingpong = can && knob == 1;
   return "";
 }
 
@@ -158,14 +154,11 @@ std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
   const bool can = f.has_softcap && f.dtype == DType::bf16 && !f.has(TensorId::bias) &&
                    fixed_max_shift(f) <= kFixedMaxCeiling;
   c->fixed_max = can;
-  if (const char* env = std::getenv("FLOE_SM90_SOFTCAP_FIXED_MAX");
-      env != nullptr && *env != '\0') {
-    const std::string value(env);
-    if (value != "0" && value != "1") {
-      return "FLOE_SM90_SOFTCAP_FIXED_MAX=" + value + ": must be 0 or 1";
-    }
-    c->fixed_max = can && value == "1";
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_SOFTCAP_FIXED_MAX", &knob); !why.empty()) {
+    return why;
   }
+  if (knob >= 0) c->fixed_max = can && knob == 1;
   return "";
 }
 
@@ -176,12 +169,9 @@ std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
 // GPU yet; opted in, the serving test checks it. sm80 serves these meanwhile. Any other value
 // declines, naming it.
 std::string check_one_packed_side_opt_in(const Facts& f) {
-  const char* env = std::getenv("FLOE_SM90_RAGGED_ONE_SIDE");
-  const std::string value = env != nullptr ? env : "";
-  if (value == "1") return "";
-  if (!value.empty() && value != "0") {
-    return "FLOE_SM90_RAGGED_ONE_SIDE=" + value + ": must be 0 or 1";
-  }
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_RAGGED_ONE_SIDE", &knob); !why.empty()) return why;
+  if (knob == 1) return "";
   return f.ragged_q ? "ragged_q: sm90's serving kernel serves packed queries with packed keys "
                       "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"
                     : "ragged_kv: sm90's serving kernel serves packed keys with packed queries "
@@ -193,10 +183,9 @@ std::string check_one_packed_side_opt_in(const Facts& f) {
 // have not run on a GPU yet. sm80 and decode serve paged forwards meanwhile. Any other value
 // declines, naming it.
 std::string check_paged_opt_in() {
-  const char* env = std::getenv("FLOE_SM90_PAGED");
-  const std::string value = env != nullptr ? env : "";
-  if (value == "1") return "";
-  if (!value.empty() && value != "0") return "FLOE_SM90_PAGED=" + value + ": must be 0 or 1";
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_PAGED", &knob); !why.empty()) return why;
+  if (knob == 1) return "";
   return "paged_kv: sm90's paged K/V loads are held back until they have run on a GPU "
          "(FLOE_SM90_PAGED=1 opts in)";
 }

@@ -1,5 +1,7 @@
 #include "engines/sm90/sm90_rules.h"
 
+#include <cstdlib>
+
 #include "engines/sm90/tma_descriptor.h"
 #include "engines/tensor_core_rules.h"
 
@@ -7,6 +9,14 @@ namespace floe::detail::sm90 {
 
 std::string tensor_name(TensorId id) {
   return std::string("tensor '") + to_string(id) + "'";
+}
+
+std::string read_switch(const char* name, int* value) {
+  const char* env = std::getenv(name);
+  const std::string text = env != nullptr ? env : "";
+  *value = text.empty() ? -1 : text == "0" ? 0 : text == "1" ? 1 : -1;
+  if (!text.empty() && *value < 0) return std::string(name) + "=" + text + ": must be 0 or 1";
+  return "";
 }
 
 std::string check_target(const Target& target) {
@@ -135,40 +145,24 @@ std::string check_row_tensor(const Facts& f, TensorId id) {
 
 TmaTensor tma_tensor(const Facts& f, TensorId id, int box_rows) {
   const TensorDesc& d = f.t(id);
+  const bool paged = f.paged_kv && (id == TensorId::k || id == TensorId::v);
+  const bool ragged = ragged_operand(f, id);
+  // Where the map's batch, head and row dims sit in the declaration: [b, h, s, d]; a ragged
+  // side's [T, h, d] as [1, h, T, d] (the token dim is the row dim); a paged cache's
+  // [pages, P, h, d] as [pages, h, P, d] (a box's rows lie within one page, one chunk a box).
+  const int b_dim = ragged ? -1 : 0;
+  const int h_dim = paged ? 2 : 1;
+  const int s_dim = paged ? 1 : ragged ? 0 : 2;
   TmaTensor t;
-  if (f.paged_kv && (id == TensorId::k || id == TensorId::v)) {
-    // [pages, P, h, d] as [pages, h, P, d]: a box's rows lie within one page, one chunk a box.
-    t.b = d.dims[0];
-    t.s = d.dims[1];
-    t.h = d.dims[2];
-    t.d = d.dims[3];
-    t.stride_b = d.strides[0];
-    t.stride_s = d.strides[1];
-    t.stride_h = d.strides[2];
-    t.box_rows = box_rows;
-    t.box_chunks = 1;
-    t.bf16 = f.dtype == DType::bf16;
-    return t;
-  }
-  if (ragged_operand(f, id)) {  // [T, h, d] as [1, h, T, d]: the token dim is the row dim
-    t.b = 1;
-    t.h = d.dims[1];
-    t.s = d.dims[0];
-    t.d = d.dims[2];
-    t.stride_h = d.strides[1];
-    t.stride_s = d.strides[0];
-    t.box_rows = box_rows;
-    t.bf16 = f.dtype == DType::bf16;
-    return t;
-  }
-  t.b = d.dims[0];
-  t.h = d.dims[1];
-  t.s = d.dims[2];
-  t.d = d.dims[3];
-  t.stride_b = d.strides[0];
-  t.stride_h = d.strides[1];
-  t.stride_s = d.strides[2];
+  t.b = b_dim < 0 ? 1 : d.dims[b_dim];
+  t.h = d.dims[h_dim];
+  t.s = d.dims[s_dim];
+  t.d = d.dims[d.rank - 1];
+  t.stride_b = b_dim < 0 ? 0 : d.strides[b_dim];
+  t.stride_h = d.strides[h_dim];
+  t.stride_s = d.strides[s_dim];
   t.box_rows = box_rows;
+  t.box_chunks = paged ? 1 : 0;
   t.bf16 = f.dtype == DType::bf16;
   return t;
 }

@@ -28,6 +28,10 @@ TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_ste
 std::string check_scale_and_sizes(const Facts& f);
 
 std::string tensor_name(TensorId id);
+// A plan-time switch read from the environment (the A/B knobs and the opt-ins of held-back
+// kernels): *value is 0 or 1, or -1 where the variable is unset or empty; anything else is the
+// reason, naming the variable and its value.
+std::string read_switch(const char* name, int* value);
 std::string check_target(const Target& target);
 
 // Whether `id` is on a ragged (packed) side of the problem: [T, h, d] (stats [T, h]).
