@@ -331,6 +331,31 @@ TEST(Sm90Plan, RaggedForwardsTakeTheServingKernel) {
             detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16)->smem_bytes);
 }
 
+// A problem held back behind the opt-in switch `name` (fwd_plan.cc): with it at 1 the d128 serving
+// kernel serves it, its plan line holding `plan_text`; at 0 sm90 declines with `held_back`; at any
+// other value it declines naming the switch. Another engine serves it whenever sm90 declines.
+void expect_served_only_when_opted_in(const Problem& problem, const char* name,
+                                      const std::string& plan_text, const std::string& held_back) {
+  const test::ScopedEnv knob(name, "1");
+  auto plan = Plan::build(problem, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
+  EXPECT_EQ(plan->workspace_bytes(), 0u);
+  const std::string text = plan->explain();
+  EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
+  EXPECT_NE(text.find(plan_text), std::string::npos) << text;
+  for (const char* value : {"0", "yes"}) {
+    SCOPED_TRACE(value);
+    knob.set(value);
+    plan = Plan::build(problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_NE(plan->engine(), "sm90");
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->reason, *value == '0' ? held_back : std::string(name) + "=yes: must be 0 or 1");
+  }
+}
+
 // One packed side beside a dense one is held back (fwd_plan.cc's check_one_packed_side_opt_in):
 // FLOE_SM90_RAGGED_ONE_SIDE=1 gives it the serving kernel, whose plan line names the packed
 // side; 0 or unset declines with the reason above, any other value declines naming it.
@@ -341,41 +366,27 @@ TEST(Sm90Plan, OnePackedSideTakesTheServingKernelOnlyWhenOptedIn) {
   const Shape s{3, 4, 2, 150, 300, 128, 128};
   const struct {
     const char* name;
-    const char* side;
     Problem problem;
+    const char* plan;
+    const char* held_back;
   } cases[] = {
-      {"ragged q, dense kv with lengths", "ragged q ",
-       Problem::forward(s, DType::bf16).set_ragged_q(400).set_seq_len_kv().set_stats()},
-      {"ragged kv i64, dense q with lengths, causal", "ragged kv ",
+      {"ragged q, dense kv with lengths",
+       Problem::forward(s, DType::bf16).set_ragged_q(400).set_seq_len_kv().set_stats(),
+       "; ragged q (rows at each slot's offset",
+       "ragged_q: sm90's serving kernel serves packed queries with packed keys only, for now "
+       "(FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"},
+      {"ragged kv i64, dense q with lengths, causal",
        Problem::forward(s, DType::bf16)
            .set_ragged_kv(600, DType::i64)
            .set_seq_len_q()
-           .set_causal(MaskAlign::bottom_right)},
+           .set_causal(MaskAlign::bottom_right),
+       "; ragged kv (rows at each slot's offset",
+       "ragged_kv: sm90's serving kernel serves packed keys with packed queries only, for now "
+       "(FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"},
   };
-  const test::ScopedEnv knob("FLOE_SM90_RAGGED_ONE_SIDE", "1");
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    knob.set("1");
-    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
-    const std::string text = plan->explain();
-    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
-    EXPECT_NE(text.find(std::string("; ") + c.side + "(rows at each slot's offset"),
-              std::string::npos)
-        << text;
-    for (const char* value : {"0", "yes"}) {
-      SCOPED_TRACE(value);
-      knob.set(value);
-      plan = Plan::build(c.problem, Target::cuda_arch(90));
-      ASSERT_TRUE(plan.ok()) << plan.status().message();
-      EXPECT_NE(plan->engine(), "sm90");
-      const EngineVerdict* v = verdict_of(*plan, "sm90");
-      ASSERT_NE(v, nullptr);
-      const std::string want = *value == '0' ? "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"
-                                             : "FLOE_SM90_RAGGED_ONE_SIDE=yes: must be 0 or 1";
-      EXPECT_NE(v->reason.find(want), std::string::npos) << v->reason;
-    }
+    expect_served_only_when_opted_in(c.problem, "FLOE_SM90_RAGGED_ONE_SIDE", c.plan, c.held_back);
   }
 }
 
@@ -416,37 +427,22 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernelOnlyWhenOptedIn) {
       {"softcap", Problem::forward(s, DType::bf16).set_paged_kv(64, 30).set_softcap(30.0), nullptr,
        "softcap with a paged K/V cache: sm90's serving kernel has no score mods yet"},
   };
-  const test::ScopedEnv knob("FLOE_SM90_PAGED", "1");
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    knob.set("1");
-    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    const EngineVerdict* v = verdict_of(*plan, "sm90");
-    ASSERT_NE(v, nullptr);
-    if (c.plan == nullptr) {
-      EXPECT_FALSE(v->accepted);
-      EXPECT_EQ(v->reason, c.reason);
-      EXPECT_NE(plan->engine(), "sm90");
+    if (c.plan != nullptr) {
+      expect_served_only_when_opted_in(c.problem, "FLOE_SM90_PAGED", c.plan,
+                                       "paged_kv: sm90's paged K/V loads are held back until they "
+                                       "have run on a GPU (FLOE_SM90_PAGED=1 opts in)");
       continue;
     }
-    ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
-    EXPECT_EQ(plan->workspace_bytes(), 0u);
-    const std::string text = plan->explain();
-    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
-    EXPECT_NE(text.find(c.plan), std::string::npos) << text;
-    for (const char* value : {"0", "yes"}) {
-      SCOPED_TRACE(value);
-      knob.set(value);
-      plan = Plan::build(c.problem, Target::cuda_arch(90));
-      ASSERT_TRUE(plan.ok()) << plan.status().message();
-      EXPECT_NE(plan->engine(), "sm90");
-      v = verdict_of(*plan, "sm90");
-      ASSERT_NE(v, nullptr);
-      EXPECT_EQ(v->reason, *value == '0' ? "paged_kv: sm90's paged K/V loads are held back until "
-                                           "they have run on a GPU (FLOE_SM90_PAGED=1 opts in)"
-                                         : "FLOE_SM90_PAGED=yes: must be 0 or 1");
-    }
+    const test::ScopedEnv knob("FLOE_SM90_PAGED", "1");
+    auto plan = Plan::build(c.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_NE(plan->engine(), "sm90");
+    const EngineVerdict* v = verdict_of(*plan, "sm90");
+    ASSERT_NE(v, nullptr);
+    EXPECT_FALSE(v->accepted);
+    EXPECT_EQ(v->reason, c.reason);
   }
 }
 
