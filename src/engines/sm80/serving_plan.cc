@@ -1,8 +1,5 @@
 #include "engines/sm80/serving_plan.h"
 
-#include <algorithm>
-
-#include "engines/serving_sides.h"
 #include "engines/sm80/sm80_rules.h"
 
 namespace floe::detail::sm80 {
@@ -99,42 +96,6 @@ kernels::Strides3 serving_strides_of(const Facts& f, TensorId id) {
   if (ragged(f, id)) return kernels::Strides3{0, d.strides[1], d.strides[0]};
   if (paged(f, id)) return kernels::Strides3{0, d.strides[2], d.strides[1]};
   return strides_of(f, id);
-}
-
-kernels::ServingRows make_serving_rows(const Facts& f, int block_n) {
-  kernels::ServingRows s;
-  s.ragged_q = f.ragged_q;
-  s.ragged_kv = f.ragged_kv;
-  s.paged_kv = f.paged_kv;
-  if (f.ragged_q) s.q = ragged_side(f, /*query=*/true);
-  if (f.ragged_kv) s.kv = ragged_side(f, /*query=*/false);
-  if (f.paged_kv) {
-    const TensorDesc& table = f.t(TensorId::block_table);
-    s.table_stride_b = table.strides[0];
-    s.table_stride_p = table.strides[1];
-    s.k_page_stride = f.t(TensorId::k).strides[0];
-    s.v_page_stride = f.t(TensorId::v).strides[0];
-    s.num_pages = static_cast<int32_t>(std::min<int64_t>(f.num_pages, kInt32Max));
-    s.page_size = kernels::FastDivisor(static_cast<uint32_t>(f.page_size));
-    s.tile_in_page = f.page_size % block_n == 0;
-  }
-  return s;
-}
-
-void set_serving_pointers(const Facts& f, const Arguments& args, kernels::ServingRows& s) {
-  if (f.ragged_q) {
-    s.q.offsets = args.get(TensorId::offsets_q);
-    if (f.has(TensorId::seq_len_q)) {
-      s.q.seq_len = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
-    }
-  }
-  if (f.ragged_kv) {
-    s.kv.offsets = args.get(TensorId::offsets_kv);
-    if (f.has(TensorId::seq_len_kv)) {
-      s.kv.seq_len = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
-    }
-  }
-  if (f.paged_kv) s.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
 }
 
 }  // namespace floe::detail::sm80

@@ -1,15 +1,14 @@
 // sm80 planning of ragged (packed) sides and paged K/V caches (DESIGN 2.1, 2.2), both
-// directions: the rules such tensors must meet, their strides as the kernels' [b, h, s], and the
-// plan-time half of kernels::ServingRows (the launch fills its pointers). Host code.
+// directions: the rules such tensors must meet and their strides as the kernels' [b, h, s]
+// (kernels::ServingRows itself is filled by engines/serving_sides.h). Host code.
 #pragma once
 
 #include <initializer_list>
 #include <string>
 
 #include "engines/facts.h"
+#include "engines/serving_sides.h"  // make_serving_rows, set_serving_pointers: the callers' too
 #include "engines/tensor_core_rules.h"
-#include "floe/arguments.h"
-#include "kernels/sm80/serving_rows.h"
 #include "kernels/strides.h"
 
 namespace floe::detail::sm80 {
@@ -35,12 +34,5 @@ void fill_forward_strides(const Facts& f, Params& p) {
   p.stats_strides = serving_strides_of(f, TensorId::stats);
   p.bias_strides = tensor_core::bias_strides_of(f, TensorId::bias);
 }
-
-// The plan-time fields (flags, strides, totals, envelopes, the page divisor); block_n: the
-// kernel's key tile (a page size that is a multiple of it loads a tile from one page).
-kernels::ServingRows make_serving_rows(const Facts& f, int block_n);
-
-// Launch time: the offsets, valid lengths and block table of one execute.
-void set_serving_pointers(const Facts& f, const Arguments& args, kernels::ServingRows& s);
 
 }  // namespace floe::detail::sm80

@@ -322,19 +322,9 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
   p.o_strides = row_strides_of(f, TensorId::o);
   p.stats_strides = row_strides_of(f, TensorId::stats);
   if (c.serving) {
-    p.serve.ragged_q = f.ragged_q;
-    p.serve.ragged_kv = f.ragged_kv;
-    if (f.ragged_q) p.serve.q = ragged_side(f, /*query=*/true);
-    if (f.ragged_kv) p.serve.kv = ragged_side(f, /*query=*/false);
-    if (f.paged_kv) {
-      const kernels::PagedSide pages = paged_side(f);
-      p.serve.paged_kv = true;
-      p.serve.table_stride_b = pages.table_stride_b;
-      p.serve.table_stride_p = pages.table_stride_p;
-      p.serve.num_pages = static_cast<int32_t>(std::min<int64_t>(pages.num_pages, kInt32Max));
-      p.serve.page_size = kernels::FastDivisor(static_cast<uint32_t>(pages.page_size));
-      p.paged_box_rows = paged_box_rows(f, fwd_tile_shape(c.tile).block_n);
-    }
+    const int block_n = fwd_tile_shape(c.tile).block_n;
+    p.serve = make_serving_rows(f, block_n);
+    if (f.paged_kv) p.paged_box_rows = paged_box_rows(f, block_n);
   }
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
@@ -445,18 +435,9 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       p.lens.q = static_cast<const int32_t*>(args.get(TensorId::seq_len_q));
     if (facts.has(TensorId::seq_len_kv))
       p.lens.kv = static_cast<const int32_t*>(args.get(TensorId::seq_len_kv));
-    // Ragged sides: the slots' offsets and valid lengths (read on the device only).
-    if (facts.ragged_q) {
-      p.serve.q.offsets = args.get(TensorId::offsets_q);
-      p.serve.q.seq_len = p.lens.q;
-    }
-    if (facts.ragged_kv) {
-      p.serve.kv.offsets = args.get(TensorId::offsets_kv);
-      p.serve.kv.seq_len = p.lens.kv;
-    }
-    if (facts.paged_kv) {
-      p.serve.table = static_cast<const int32_t*>(args.get(TensorId::block_table));
-    }
+    // Ragged sides and pages: the slots' offsets and valid lengths, the block table (read on
+    // the device only).
+    if (facts.serving()) set_serving_pointers(facts, args, p.serve);
     return launch_steps(
         "sm90", *kernel_, functions_, grid_, [&](int) { return grid_; }, p, stream);
   }
