@@ -80,33 +80,4 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-python3 - "$results" "$rounds" "${names[@]}" <<'PY'
-import glob, json, os, statistics, sys
-results, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def key(r):
-    parts = [r["direction"], f"b{r['b']} h{r['h_q']}/{r['h_kv']}", f"s{r['s_q']}", f"d{r['d_qk']}"]
-    if r.get("d_v") != r.get("d_qk"): parts.append(f"dv{r['d_v']}")
-    if r.get("causal"): parts.append("causal")
-    if r.get("feature"): parts.append(r["feature"])
-    return " ".join(parts)
-times = {}  # key -> name -> [median ms of each round]
-for name in names:
-    for rd in range(1, rounds + 1):
-        for path in sorted(glob.glob(os.path.join(results, f"{name}-r{rd}-g*.json"))):
-          for r in json.load(open(path))["records"]:
-            if r.get("median_ms") is None: continue
-            times.setdefault(key(r), {}).setdefault(name, []).append(r["median_ms"])
-rows = []
-head = f"{'problem':44s}" + "".join(f"{n[:14]:>16s}" for n in names)
-print(head); rows.append(head)
-for k, per in times.items():
-    base = statistics.median(per[names[0]]) if names[0] in per else None
-    cells = []
-    for n in names:
-        if n not in per: cells.append(f"{'-':>16s}"); continue
-        m = statistics.median(per[n])
-        cells.append(f"{m:9.3f}" + (f" {m / base:5.3f}" if base and n != names[0] else " " * 6) + " ")
-    line = f"{k[:44]:44s}" + "".join(cells)
-    print(line); rows.append(line)
-open(os.path.join(results, "ab.txt"), "w").write("\n".join(rows) + "\n")
-PY
+python3 "$root/bench/ab_table.py" "$results" "$rounds" "${names[@]}"
