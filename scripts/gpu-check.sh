@@ -21,11 +21,12 @@
 #                      without configure the build folder is reused.
 #                      build: also writes build-slowest.txt (ninja's 25 slowest outputs, the
 #                      build's critical path candidates)
-#                      held-back: the kernels held back behind opt-in knobs (FLOE_SM90_BWD_SOFTCAP,
-#                      FLOE_SM90_RAGGED_ONE_SIDE, FLOE_SM90_PAGED; sm90 README, BACKWARD.md),
-#                      opted in: their GPU tests (NonFinite, Serving, Determinism, Graph,
-#                      Streams), the sm90-pinned backward battery at the chosen level, the same
-#                      at d128 on the 64-row tile (FLOE_SM90_BWD_TILE=d128m64), then memcheck
+#                      held-back: kernels held back behind opt-in knobs, opted in (FLOE_HELD_BACK:
+#                      VAR=VALUE words, e.g. "FLOE_SM90_X=1"; none is held back since
+#                      session 12): the GPU tests that reach them (NonFinite, Serving,
+#                      Determinism, Graph, Streams), the sm90-pinned backward battery at the
+#                      chosen level, the same at d128 on the 80-row tile the plan takes only past
+#                      4k keys without a right bound (FLOE_SM90_BWD_TILE=d128), then memcheck
 #                      over the serving and nonfinite tests
 #                      engines: the battery at the chosen level with each engine of --pin
 #                      pinned (tensor-core engines on aligned layouts), then every sanitizer
@@ -322,13 +323,14 @@ if wants engines; then
   done
 fi
 
-# --- What is held back behind opt-in knobs, opted in: the tests that failed before its fixes, the
-# tests that prove graph, stream and determinism behaviour, the sm90 backward battery (softcap
-# cases among its draws), and memcheck over the two tests that reach the fixed code.
+# --- What is held back behind opt-in knobs (FLOE_HELD_BACK), opted in: the tests that reach it, the
+# tests that prove graph, stream and determinism behaviour, the sm90 backward battery, and memcheck
+# over the two tests that reach the serving and non-finite paths.
 if wants held-back; then
   battery="$build/tests/battery_test"
   sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-  knobs=(FLOE_SM90_BWD_SOFTCAP=1 FLOE_SM90_RAGGED_ONE_SIDE=1 FLOE_SM90_PAGED=1)
+  read -r -a knobs <<<"${FLOE_HELD_BACK:-}"
+  knobs=(FLOE_HELD_BACK_STEP=1 "${knobs[@]}")  # env needs one assignment at least
   run_step held-back-tests "$results/held-back-tests.log" \
     env "${knobs[@]}" ctest --test-dir "$build" -L gpu -R 'NonFinite|Serving|Determinism|Graph|Streams' \
       --output-on-failure --timeout 1800 --output-junit "$results/held-back-tests.xml"
@@ -343,13 +345,13 @@ if wants held-back; then
     sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
   record held-back-battery "$([ "$last_rc" = 0 ] && echo ok || echo failed)" "$last_rc" \
     "$last_seconds" "${note:-see log}"
-  run_step held-back-battery-d128m64 "$results/held-back-battery-d128m64.log" \
-    env "${knobs[@]}" FLOE_SM90_BWD_TILE=d128m64 FLOE_HEAD_DIMS=128/128 FLOE_ENGINE=sm90 \
+  run_step held-back-battery-d128m80 "$results/held-back-battery-d128m80.log" \
+    env "${knobs[@]}" FLOE_SM90_BWD_TILE=d128 FLOE_HEAD_DIMS=128/128 FLOE_ENGINE=sm90 \
       FLOE_DIRECTIONS=bwd FLOE_LAYOUT=aligned FLOE_BATTERY="$level" \
-      FLOE_FAILURE_DIR="$results/failures-held-back-d128m64" "$battery"
-  note=$(grep -hoE "^\[battery\] backward: .*declined" "$results/held-back-battery-d128m64.log" |
+      FLOE_FAILURE_DIR="$results/failures-held-back-d128m80" "$battery"
+  note=$(grep -hoE "^\[battery\] backward: .*declined" "$results/held-back-battery-d128m80.log" |
     sed -E 's/^\[battery\] //; s/level [a-z]+, seed [^,]+, engine [^:]+: //' | tr '\n' ';')
-  record held-back-battery-d128m64 "$([ "$last_rc" = 0 ] && echo ok || echo failed)" \
+  record held-back-battery-d128m80 "$([ "$last_rc" = 0 ] && echo ok || echo failed)" \
     "$last_rc" "$last_seconds" "${note:-see log}"
   for t in serving_test nonfinite_test; do
     log="$results/memcheck-held-back-$t.log"

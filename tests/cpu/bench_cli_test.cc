@@ -272,14 +272,15 @@ TEST(BenchProblems, TheForwardLaysOutWhatTheBackwardReads) {
 }
 
 // The serving group (never in the default run): valid in each direction it is timed in,
-// served on Hopper by sm90 (ragged forwards: its serving kernel) or sm80 (paged forwards and
-// ragged backwards: its serving kernels), or a decode engine ranked ahead of them the short query
-// sides, and by reference on the CPU, with host inputs that match their declarations.
+// served on Hopper by sm90 (ragged and paged forwards: its serving kernel; the chunked prefill's
+// dense twin) or sm80 (ragged backwards: its serving kernels), or a decode engine ranked ahead of
+// them the short query sides, and by reference on the CPU, with host inputs that match their
+// declarations.
 TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
   const std::vector<BenchProblem> serving = serving_problems();
   ASSERT_FALSE(serving.empty());
   for (const BenchProblem& bp : standard_problems()) EXPECT_NE(bp.group, "serving");
-  int ragged = 0, paged = 0, dense = 0, zipf = 0;
+  int ragged = 0, paged = 0, dense = 0, zipf = 0, prefill = 0, twin = 0;
   std::set<std::string> names;
   for (const BenchProblem& bp : serving) {
     EXPECT_EQ(bp.group, "serving");
@@ -287,6 +288,10 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
     ragged += bp.ragged();
     paged += bp.paged();
     dense += bp.dense_decode;
+    // A chunked prefill over pages, and its dense twin: neither lengths nor pages.
+    const bool dense_twin = !bp.ragged() && !bp.paged() && !bp.dense_decode;
+    prefill += bp.paged() && bp.shape.s_q > 16;
+    twin += dense_twin;
     // GQA 32:8, but SERVING.md §0's skewed varlen set, which is MHA 16.
     const bool skewed = bp.ragged() && bp.shape.h_q == 16;
     EXPECT_EQ(bp.shape.h_q, skewed ? 16 : 32) << bp.name();
@@ -302,12 +307,16 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
       EXPECT_EQ(tokens, 16384);
       EXPECT_EQ(bp.shape.b, 16);
     }
-    EXPECT_EQ(bp.decode(), bp.paged() || bp.dense_decode);
+    EXPECT_EQ(bp.decode(), (bp.paged() && bp.shape.s_q <= 16) || bp.dense_decode);
+    EXPECT_EQ(bp.forward_only(), bp.paged() || bp.dense_decode);
     EXPECT_EQ(kv_bytes_read(bp) > 0, bp.decode()) << bp.name();
     if (bp.dense_decode) {
       EXPECT_FALSE(bp.paged() || bp.ragged()) << bp.name();
       EXPECT_TRUE(bp.seq_q.empty() && bp.seq_kv.empty()) << bp.name();
       EXPECT_EQ(bp.name().rfind("dense ", 0), 0u) << bp.name();
+    } else if (dense_twin) {
+      EXPECT_TRUE(bp.seq_q.empty() && bp.seq_kv.empty()) << bp.name();
+      EXPECT_LT(bp.shape.s_q, bp.shape.s_kv) << bp.name();
     } else {
       ASSERT_EQ(bp.seq_q.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
       ASSERT_EQ(bp.seq_kv.size(), static_cast<size_t>(bp.shape.b)) << bp.name();
@@ -331,7 +340,8 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
       Result<Plan> gpu = Plan::build(p, Target::cuda_arch(90));
       ASSERT_TRUE(gpu.ok()) << bp.name() << " " << direction_name(dir) << ": "
                             << gpu.status().message();
-      const bool sm90_serves = dir == Direction::forward && bp.ragged() && !bp.paged();
+      const bool sm90_serves =
+          dense_twin || (dir == Direction::forward && (bp.ragged() || bp.paged()));
       EXPECT_TRUE(gpu->engine() == (sm90_serves ? "sm90" : "sm80") ||
                   (bp.decode() && gpu->engine() == "decode"))
           << bp.name() << " " << direction_name(dir) << ": " << gpu->engine();
@@ -354,6 +364,8 @@ TEST(BenchProblems, ServingProblemsAreValidAndRouted) {
   }
   EXPECT_EQ(ragged, 2);  // the 8-sequence GQA prefill and the skewed set
   EXPECT_GE(paged, 4);
+  EXPECT_EQ(prefill, 2);  // pages of 64 and 16
+  EXPECT_EQ(twin, 1);
   EXPECT_EQ(dense, 2);
   EXPECT_EQ(zipf, 2);
 }

@@ -70,10 +70,16 @@ std::vector<Named> served_problems() {
   return out;
 }
 
-// The softcap kernel is held back unless opted in (bwd_plan.cc's check_softcap_opt_in): served
-// here opted in, declined below without.
+// The query rows of the plan's tile, from its plan line ("... x 80-query visits"): d128 has two
+// tiles (bwd_plan.cc's d128_tile picks by mask and length, where the kernel set has both).
+int64_t query_rows_per_visit(const std::string& explain) {
+  const size_t end = explain.find("-query visits");
+  if (end == std::string::npos) return 0;
+  const size_t begin = explain.rfind(' ', end) + 1;
+  return std::stoll(explain.substr(begin, end - begin));
+}
+
 TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
-  const test::ScopedEnv opt_in("FLOE_SM90_BWD_SOFTCAP", "1");
   for (const Named& n : served_problems()) {
     SCOPED_TRACE(n.name);
     auto plan = Plan::build(n.problem, Target::cuda_arch(90));
@@ -88,10 +94,8 @@ TEST(Sm90BwdPlan, ServesNativeBackwardProblemsWithNamedWorkspaceChunks) {
     EXPECT_TRUE(v->accepted) << v->reason;
     EXPECT_EQ(plan->engine(), "sm90");
     const TensorDesc& q = *n.problem.tensor(TensorId::q);
-    detail::sm90::BwdTile tile{};
-    ASSERT_TRUE(
-        detail::sm90::bwd_tile_for(q.dims[3], n.problem.tensor(TensorId::v)->dims[3], &tile));
-    const int64_t m = detail::sm90::bwd_tile_shape(tile).block_m;
+    const int64_t m = query_rows_per_visit(plan->explain());
+    ASSERT_GT(m, 0) << plan->explain();
     const int64_t rows = q.dims[0] * q.dims[1] * ((q.dims[2] + m - 1) / m * m);
     // dq_accum (fp32, d_qk columns), lse_log2 and delta (fp32 each), each at a 256-byte offset.
     const size_t expected = static_cast<size_t>(rows * (q.dims[3] + 2) * 4);
@@ -139,9 +143,9 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
       auto base = Plan::build(plain, Target::cuda_arch(90));
       ASSERT_TRUE(base.ok()) << base.status().message();
       EXPECT_EQ(base->engine(), "sm90");
-      detail::sm90::BwdTile tile{};
-      ASSERT_TRUE(detail::sm90::bwd_tile_for(sh.d_qk, sh.d_v, &tile));
-      const int64_t m = detail::sm90::bwd_tile_shape(tile).block_m;
+      const int64_t m = query_rows_per_visit(plan->explain());
+      ASSERT_GT(m, 0) << plan->explain();
+      EXPECT_EQ(query_rows_per_visit(base->explain()), m) << base->explain();
       const size_t sem = static_cast<size_t>(sh.b * sh.h_q * ((sh.s_q + m - 1) / m) * 4);
       EXPECT_GE(plan->workspace_bytes(), base->workspace_bytes() + sem);
       EXPECT_LE(plan->workspace_bytes(), base->workspace_bytes() + sem + 256);
@@ -155,12 +159,19 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
   }
 }
 
-// FLOE_SM90_BWD_TILE=d128m64 gives d128 problems the 64-row query tiles (bwd_tiles.h; the full
-// kernel set builds them, the ci set names the tile it lacks); d128 or unset keeps 80 rows, other
-// head dims keep their tiles, and any other value declines by name.
-TEST(Sm90BwdPlan, TheTileKnobPicksD128On64RowQueryTiles) {
-  const Problem causal = Problem::backward(Shape{2, 4, 4, 512, 512, 128, 128}, DType::bf16)
-                             .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0});
+// d128's tile (bwd_plan.cc's d128_tile, measured): 64 query rows for a band with a right bound
+// (causal) and for up to 4k keys, 80 rows for longer keys without one; the ci kernel set, which
+// has 80 rows only, serves those too. FLOE_SM90_BWD_TILE=d128 | d128m64 forces either (a forced
+// tile the build lacks is named), other head dims keep their tiles, any other value declines.
+TEST(Sm90BwdPlan, D128TakesItsTileByMaskAndLengthAndTheKnobForcesOne) {
+  const Mask causal_mask{MaskAlign::bottom_right, std::nullopt, 0};
+  const Problem causal =
+      Problem::backward(Shape{2, 4, 4, 512, 512, 128, 128}, DType::bf16).set_mask(causal_mask);
+  const Problem causal_long =
+      Problem::backward(Shape{1, 16, 16, 16384, 16384, 128, 128}, DType::bf16)
+          .set_mask(causal_mask);
+  const Problem short_keys = Problem::backward(Shape{4, 16, 16, 4096, 4096, 128, 128}, DType::bf16);
+  const Problem long_keys = Problem::backward(Shape{2, 16, 16, 8192, 8192, 128, 128}, DType::bf16);
   if (!built(causal)) GTEST_SKIP() << "sm90's d128 bf16 backward is not in this build";
   const Target h100 = Target::cuda_arch(90);
   const bool m64_built =
@@ -171,24 +182,23 @@ TEST(Sm90BwdPlan, TheTileKnobPicksD128On64RowQueryTiles) {
     EXPECT_TRUE(plan.ok()) << plan.status().message();
     return plan.ok() ? plan->explain() : std::string();
   };
-  EXPECT_NE(explain(causal).find("tile d128, 128 keys per CTA x 80-query visits"),
-            std::string::npos)
-      << explain(causal);
+  const char* rows80 = "sm90_bwd_d128_bf16: tile d128, 128 keys per CTA x 80-query visits";
+  const char* rows64 = "sm90_bwd_d128m64_bf16: tile d128m64, 128 keys per CTA x 64-query visits";
+  for (const Problem* p : {&causal, &causal_long, &short_keys}) {
+    EXPECT_NE(explain(*p).find(m64_built ? rows64 : rows80), std::string::npos) << explain(*p);
+  }
+  EXPECT_NE(explain(long_keys).find(rows80), std::string::npos) << explain(long_keys);
   knob.set("d128");
-  EXPECT_NE(explain(causal).find("tile d128, 128 keys per CTA x 80-query visits"),
-            std::string::npos);
+  EXPECT_NE(explain(causal).find(rows80), std::string::npos) << explain(causal);
   knob.set("d128m64");
   {
-    auto plan = Plan::build(causal, h100);
+    auto plan = Plan::build(long_keys, h100);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     const EngineVerdict* v = verdict_of(*plan, "sm90");
     ASSERT_NE(v, nullptr);
     if (m64_built) {
       EXPECT_EQ(plan->engine(), "sm90");
-      EXPECT_NE(plan->explain().find("sm90_bwd_d128m64_bf16: tile d128m64, 128 keys per CTA x "
-                                     "64-query visits"),
-                std::string::npos)
-          << plan->explain();
+      EXPECT_NE(plan->explain().find(rows64), std::string::npos) << plan->explain();
     } else {
       EXPECT_EQ(v->reason, "kernel not built in the ci kernel set (backward tile d128m64, bf16)");
     }
@@ -226,9 +236,6 @@ std::vector<Declined> declined_problems() {
   out.push_back({"bias softcap sink",
                  Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
                  "tensor 'bias': sm90's backward has no bias yet"});
-  out.push_back({"softcap, held back", Problem::backward(d128, DType::bf16).set_softcap(30.0),
-                 "softcap: sm90's backward softcap kernel is held back (an infinite key gave NaN "
-                 "gradients where the reference's are finite); FLOE_SM90_BWD_SOFTCAP=1 opts in"});
   out.push_back({"d256", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
                  "head dims d_qk = 256, d_v = 256: sm90's backward has tiles for d_qk = d_v = 64 "
                  "or 128 and for d_qk 192 / d_v 128 only"});
@@ -253,7 +260,6 @@ std::vector<Declined> declined_problems() {
 }
 
 TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
-  const test::ScopedEnv unset("FLOE_SM90_BWD_SOFTCAP", nullptr);
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);
     auto plan = Plan::build(d.problem, Target::cuda_arch(90));

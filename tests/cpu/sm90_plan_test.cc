@@ -113,35 +113,50 @@ TEST(Sm90Plan, ServesNativeForwardProblemsOnSm90AndNamesTheTile) {
 }
 
 // How the CTAs take the tiles (fwd_plan.cc, measured): persistent (one CTA per SM) where the tiles
-// weigh the same, a CTA per tile for causal d128 (K and V reuse in L2 between a head's CTAs). The
-// plan line names the grid and the schedule.
+// weigh the same; causal d128 and d256 longest first in L2 sections (K and V reuse in L2 between
+// the CTAs in flight), persistent for short d128 keys, a CTA per tile otherwise; causal d64
+// longest first with snake. The plan line names the grid and the schedule.
 TEST(Sm90Plan, PersistentWhereTheTilesWeighTheSame) {
   if (std::getenv("FLOE_SM90_FWD_SCHEDULE") != nullptr) GTEST_SKIP() << "schedule overridden";
   const Target h100 = Target::cuda_arch(90);
+  const std::string sms = std::to_string(h100.sm_count);
   const Problem plain = Problem::forward(Shape{4, 16, 16, 4096, 4096, 128, 128}, DType::bf16);
   auto plan = Plan::build(plain, h100);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   if (plan->engine() != "sm90") GTEST_SKIP() << "sm90 d128 bf16 not built";
-  const std::string sms = std::to_string(h100.sm_count) + " CTAs (persistent, 2048 query tiles)";
-  EXPECT_NE(plan->explain().find(sms), std::string::npos) << plan->explain();
+  EXPECT_NE(plan->explain().find(sms + " CTAs (persistent, 2048 query tiles)"), std::string::npos)
+      << plan->explain();
 
+  const Mask causal_mask{MaskAlign::top_left, std::nullopt, 0};
   Problem causal = plain;
-  causal.set_mask(Mask{MaskAlign::top_left, std::nullopt, 0});
+  causal.set_mask(causal_mask);
   plan = Plan::build(causal, h100);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find("2048 CTAs (a CTA per query tile, 2048 query tiles)"),
+  EXPECT_NE(plan->explain().find("2048 CTAs (a CTA per query tile, longest first in L2 sections, "
+                                 "2048 query tiles)"),
             std::string::npos)
       << plan->explain();
 
-  // Causal at S 512: longest first with snake (a head's K and V are small enough for L2).
+  // Causal d128 at S 512: the same list walked by one CTA an SM.
   Problem short_causal = Problem::forward(Shape{32, 16, 16, 512, 512, 128, 128}, DType::bf16);
-  short_causal.set_mask(Mask{MaskAlign::top_left, std::nullopt, 0});
+  short_causal.set_mask(causal_mask);
   plan = Plan::build(short_causal, h100);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_NE(plan->explain().find(std::to_string(h100.sm_count) +
-                                 " CTAs (persistent, longest first, snake, 2048 query tiles)"),
+  EXPECT_NE(plan->explain().find(
+                sms + " CTAs (persistent, longest first in L2 sections, snake, 2048 query tiles)"),
             std::string::npos)
       << plan->explain();
+
+  // Causal d64: longest first with snake, one CTA an SM.
+  Problem causal_d64 = Problem::forward(Shape{4, 32, 32, 4096, 4096, 64, 64}, DType::bf16);
+  causal_d64.set_mask(causal_mask);
+  plan = Plan::build(causal_d64, h100);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  if (plan->engine() == "sm90") {  // d64 is in the full kernel set only
+    EXPECT_NE(plan->explain().find(sms + " CTAs (persistent, longest first, snake, "),
+              std::string::npos)
+        << plan->explain();
+  }
 
   // Fewer tiles than SMs: one CTA each.
   plan = Plan::build(Problem::forward(Shape{1, 2, 2, 300, 300, 128, 128}, DType::bf16), h100);
@@ -331,12 +346,8 @@ TEST(Sm90Plan, RaggedForwardsTakeTheServingKernel) {
             detail::sm90::find_fwd_kernel(detail::sm90::FwdTile::d128, DType::bf16)->smem_bytes);
 }
 
-// A problem held back behind the opt-in switch `name` (fwd_plan.cc): with it at 1 the d128 serving
-// kernel serves it, its plan line holding `plan_text`; at 0 sm90 declines with `held_back`; at any
-// other value it declines naming the switch. Another engine serves it whenever sm90 declines.
-void expect_served_only_when_opted_in(const Problem& problem, const char* name,
-                                      const std::string& plan_text, const std::string& held_back) {
-  const test::ScopedEnv knob(name, "1");
+// The d128 serving kernel serves `problem`, its plan line holding `plan_text`, with no workspace.
+void expect_served_by_the_serving_kernel(const Problem& problem, const std::string& plan_text) {
   auto plan = Plan::build(problem, Target::cuda_arch(90));
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->engine(), "sm90") << plan->explain();
@@ -344,22 +355,11 @@ void expect_served_only_when_opted_in(const Problem& problem, const char* name,
   const std::string text = plan->explain();
   EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
   EXPECT_NE(text.find(plan_text), std::string::npos) << text;
-  for (const char* value : {"0", "yes"}) {
-    SCOPED_TRACE(value);
-    knob.set(value);
-    plan = Plan::build(problem, Target::cuda_arch(90));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    EXPECT_NE(plan->engine(), "sm90");
-    const EngineVerdict* v = verdict_of(*plan, "sm90");
-    ASSERT_NE(v, nullptr);
-    EXPECT_EQ(v->reason, *value == '0' ? held_back : std::string(name) + "=yes: must be 0 or 1");
-  }
 }
 
-// One packed side beside a dense one is held back (fwd_plan.cc's check_one_packed_side_opt_in):
-// FLOE_SM90_RAGGED_ONE_SIDE=1 gives it the serving kernel, whose plan line names the packed
-// side; 0 or unset declines with the reason above, any other value declines naming it.
-TEST(Sm90Plan, OnePackedSideTakesTheServingKernelOnlyWhenOptedIn) {
+// One packed side beside a dense one takes the serving kernel, whose plan line names the packed
+// side (the dense side's rows at each batch: fwd_mainloop.cuh's batch_coordinate).
+TEST(Sm90Plan, OnePackedSideTakesTheServingKernel) {
   const auto* serving =
       detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16);
   if (serving == nullptr) GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
@@ -368,34 +368,28 @@ TEST(Sm90Plan, OnePackedSideTakesTheServingKernelOnlyWhenOptedIn) {
     const char* name;
     Problem problem;
     const char* plan;
-    const char* held_back;
   } cases[] = {
       {"ragged q, dense kv with lengths",
        Problem::forward(s, DType::bf16).set_ragged_q(400).set_seq_len_kv().set_stats(),
-       "; ragged q (rows at each slot's offset",
-       "ragged_q: sm90's serving kernel serves packed queries with packed keys only, for now "
-       "(FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"},
+       "; ragged q (rows at each slot's offset"},
       {"ragged kv i64, dense q with lengths, causal",
        Problem::forward(s, DType::bf16)
            .set_ragged_kv(600, DType::i64)
            .set_seq_len_q()
            .set_causal(MaskAlign::bottom_right),
-       "; ragged kv (rows at each slot's offset",
-       "ragged_kv: sm90's serving kernel serves packed keys with packed queries only, for now "
-       "(FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"},
+       "; ragged kv (rows at each slot's offset"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    expect_served_only_when_opted_in(c.problem, "FLOE_SM90_RAGGED_ONE_SIDE", c.plan, c.held_back);
+    expect_served_by_the_serving_kernel(c.problem, c.plan);
   }
 }
 
-// A paged K/V cache is held back (fwd_plan.cc's check_paged_opt_in): FLOE_SM90_PAGED=1 gives it
-// the serving kernel, whose plan line names the page and box sizes (a key tile's boxes lie within
-// one page: min(P, block_n) rows), beside a ragged or a dense query side. Page sizes whose boxes
-// would straddle pages or fall out of the swizzle's phase, and score mods, decline by name even
-// opted in; unset, the held-back reason; any other value, the knob by name.
-TEST(Sm90Plan, PagedKvTakesTheServingKernelOnlyWhenOptedIn) {
+// A paged K/V cache takes the serving kernel, whose plan line names the page and box sizes (a key
+// tile's boxes lie within one page: min(P, block_n) rows), beside a ragged or a dense query side.
+// Page sizes whose boxes would straddle pages or fall out of the swizzle's phase, and score mods,
+// decline by name.
+TEST(Sm90Plan, PagedKvTakesTheServingKernel) {
   const auto* serving =
       detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16);
   if (serving == nullptr) GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
@@ -430,12 +424,9 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernelOnlyWhenOptedIn) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     if (c.plan != nullptr) {
-      expect_served_only_when_opted_in(c.problem, "FLOE_SM90_PAGED", c.plan,
-                                       "paged_kv: sm90's paged K/V loads are held back until they "
-                                       "have run on a GPU (FLOE_SM90_PAGED=1 opts in)");
+      expect_served_by_the_serving_kernel(c.problem, c.plan);
       continue;
     }
-    const test::ScopedEnv knob("FLOE_SM90_PAGED", "1");
     auto plan = Plan::build(c.problem, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     EXPECT_NE(plan->engine(), "sm90");
@@ -542,10 +533,6 @@ std::vector<Declined> declined_problems() {
   }
   // Ragged problems: what the serving kernel does not do yet, by name (sm80 serves them).
   const Shape ragged{3, 4, 2, 150, 300, 128, 128};
-  out.push_back({"paged kv",
-                 Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_paged_kv(64, 20), h100,
-                 "paged_kv: sm90's paged K/V loads are held back until they have run on a GPU "
-                 "(FLOE_SM90_PAGED=1 opts in)"});
   out.push_back({"ragged softcap",
                  Problem::forward(ragged, DType::bf16).set_ragged_kv(600).set_softcap(30.0), h100,
                  "softcap with a ragged side: sm90's serving kernel has no score mods yet"});
@@ -556,19 +543,6 @@ std::vector<Declined> declined_problems() {
   out.push_back({"ragged bias",
                  Problem::forward(ragged, DType::bf16).set_ragged_q(400).set_bias(1, 4), h100,
                  "tensor 'bias' with a ragged side: sm90's serving kernel has no score mods yet"});
-  // One packed side beside a dense one (held back until its fix has run on a GPU).
-  out.push_back({"ragged q, dense kv", Problem::forward(ragged, DType::bf16).set_ragged_q(400),
-                 h100,
-                 "ragged_q: sm90's serving kernel serves packed queries with packed keys only, "
-                 "for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"});
-  out.push_back({"ragged kv i64, dense q with lengths",
-                 Problem::forward(ragged, DType::f16)
-                     .set_ragged_kv(600, DType::i64)
-                     .set_seq_len_q()
-                     .set_causal(MaskAlign::bottom_right),
-                 h100,
-                 "ragged_kv: sm90's serving kernel serves packed keys with packed queries only, "
-                 "for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"});
   out.push_back({"ragged backward", Problem::backward(ragged, DType::bf16).set_ragged_q(400), h100,
                  "ragged_q: sm90's backward serves no ragged (packed) query side yet"});
   out.push_back({"ragged kv backward", Problem::backward(ragged, DType::bf16).set_ragged_kv(600),
@@ -590,8 +564,6 @@ std::vector<Declined> declined_problems() {
 }
 
 TEST(Sm90Plan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
-  const test::ScopedEnv held_back("FLOE_SM90_RAGGED_ONE_SIDE", nullptr);
-  const test::ScopedEnv paged_held_back("FLOE_SM90_PAGED", nullptr);
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);
     auto plan = Plan::build(d.problem, d.target);

@@ -240,13 +240,12 @@ TEST_F(Serving, Sm80RaggedAndPagedMatchReference) {
 
 // sm90 pinned: its serving kernel (ragged sides loaded by TMA at each slot's first token, rows past
 // a slot's keys masked and V's zeroed, O and stats written within the slot only, a slot's rows past
-// the envelope zeroed by its head's last tile). Forward, no paged K/V or score mods (sm90
-// declines those), both sides packed, one packed side beside a dense one where
-// FLOE_SM90_RAGGED_ONE_SIDE=1 opts in, and paged caches where FLOE_SM90_PAGED=1 does (each held
-// back until it has run; unset, those configs check the decline). Every config runs under the
-// plan's schedule and under persistent CTAs that each walk many tiles (skipped tiles past short
-// slots among them) in two orders. FLOE_SERVING_REPS: random cases per config and schedule (default
-// 3; 1 under the sanitizers).
+// the envelope zeroed by its head's last tile). Forward, no score mods (sm90 declines those): both
+// sides packed, one packed side beside a dense one (which failed at 6c8b7bd, before
+// fwd_mainloop.cuh's batch_coordinate), and paged caches (K/V boxes from the pages the block
+// table names). Every config runs under the plan's schedule and under persistent CTAs that each
+// walk many tiles (skipped tiles past short slots among them) in two orders. FLOE_SERVING_REPS:
+// random cases per config and schedule (default 3; 1 under the sanitizers).
 TEST_F(Serving, Sm90RaggedAndPagedForwardMatchesReference) {
   const char* reps_env = std::getenv("FLOE_SERVING_REPS");
   const int reps = reps_env != nullptr ? std::max(1, std::atoi(reps_env)) : 3;
@@ -259,7 +258,7 @@ TEST_F(Serving, Sm90RaggedAndPagedForwardMatchesReference) {
        DType::f16},
       {"ragged_q_padded_heads_major_i64", true, false, 0, true, false, false, true, true, false,
        DType::bf16},
-      // Paged caches (FLOE_SM90_PAGED=1): pages smaller than the 128-key tile (boxes of a page),
+      // Paged caches: pages smaller than the 128-key tile (boxes of a page),
       // as large, and larger (boxes of 128 rows inside a page), beside ragged and dense queries.
       {"paged16_ragged_q_causal", true, false, 16, false, true, false, false, false, false,
        DType::bf16},
@@ -270,12 +269,6 @@ TEST_F(Serving, Sm90RaggedAndPagedForwardMatchesReference) {
       {"paged64_dense_q_hnd_causal", false, false, 64, false, true, false, false, false, true,
        DType::bf16},
   };
-  const auto opted_in = [](const char* knob) {
-    const char* env = std::getenv(knob);
-    return env != nullptr && std::string(env) == "1";
-  };
-  const bool one_side = opted_in("FLOE_SM90_RAGGED_ONE_SIDE");
-  const bool paged = opted_in("FLOE_SM90_PAGED");
   const floe::test::ScopedEnv schedule_knob("FLOE_SM90_FWD_SCHEDULE",
                                             std::getenv("FLOE_SM90_FWD_SCHEDULE"));
   uint32_t seed = 2900;
@@ -291,23 +284,6 @@ TEST_F(Serving, Sm90RaggedAndPagedForwardMatchesReference) {
                                  (*schedule != '\0' ? std::string("_") + schedule : "");
         SCOPED_TRACE(name);
         const Case c = make_case(cfg, seed++, 128);
-        // Held back (fwd_plan.cc) unless opted in: one packed side beside a dense one (these
-        // configs failed at 6c8b7bd, before the fix) and paged caches (not yet run).
-        const char* held_back = cfg.page != 0 ? (paged ? nullptr : "FLOE_SM90_PAGED=1 opts in")
-                                : cfg.ragged_q != cfg.ragged_kv && !one_side
-                                    ? "FLOE_SM90_RAGGED_ONE_SIDE=1 opts in"
-                                    : nullptr;
-        if (held_back != nullptr) {
-          PlanOptions pin;
-          pin.engine = "sm90";
-          Result<Target> target = Target::cuda();
-          FLOE_ASSERT_OK(target);
-          Result<Plan> plan = Plan::build(c.problem, *target, pin);
-          ASSERT_FALSE(plan.ok()) << name << ": sm90 serves it unasked";
-          EXPECT_NE(plan.status().message().find(held_back), std::string::npos)
-              << plan.status().message();
-          continue;
-        }
         check(c, name, "sm90");
       }
     }

@@ -29,28 +29,32 @@ struct BwdChoice {
   const BwdKernel* kernel = nullptr;
 };
 
-// The softcap kernel is held back unless FLOE_SM90_BWD_SOFTCAP=1 (plan time): on the H200 at
-// 6c8b7bd an infinite key gave NaN dK and dV rows where the reference's are finite (0 and finite:
-// NonFinite.Backward, s_q 65 in 80-row tiles, a softcap of 5), while the batteries' finite cases
-// passed. Opted in, the GPU tests and the A/B reach it until the cause is found; sm80 serves the
-// softcap backward meanwhile. Any other value declines, naming it.
-std::string check_softcap_opt_in(const Facts& f) {
-  if (!f.has_softcap) return "";
-  int knob = -1;
-  if (std::string why = read_switch("FLOE_SM90_BWD_SOFTCAP", &knob); !why.empty()) return why;
-  if (knob == 1) return "";
-  return "softcap: sm90's backward softcap kernel is held back (an infinite key gave NaN "
-         "gradients where the reference's are finite); FLOE_SM90_BWD_SOFTCAP=1 opts in";
+// d128's two tiles through the library (H200, bf16, 16k tokens, session 12 at a9601e2, two rounds,
+// ms, 80-row / 64-row query tiles): causal S 512 0.575 / 0.526, 1k 0.680 / 0.656, 2k 0.964 /
+// 0.931, 4k 1.530 / 1.488, 8k 2.634 / 2.597, 16k 4.974 / 4.681; not causal S 512 0.675 / 0.641,
+// 1k 0.916 / 0.904, 2k 1.445 / 1.424, 4k 2.543 / 2.507, 8k 5.089 / 5.096, 16k 9.889 / 10.001.
+// 64 rows pad a causal head's short query ranges less (bwd_tiles.h); without a right bound they
+// win up to 4k keys, where a visit's fixed cost weighs more than 80 rows' fewer visits.
+constexpr int64_t kM64MaxKeysUnbounded = 4096;
+
+BwdTile d128_tile(const Facts& f) {
+  const bool right_bound = f.mask.right.has_value() && !f.mask.left.has_value();
+  return right_bound || f.s_kv <= kM64MaxKeysUnbounded ? BwdTile::d128_m64 : BwdTile::d128;
 }
 
-// FLOE_SM90_BWD_TILE = d128 | d128m64 picks d128's tile at plan time (the A/B knob: 64-row query
-// tiles for d_qk = d_v = 128, bwd_tiles.h); unset, d128. Any other value declines, naming it.
-std::string choose_tile_override(BwdTile* tile) {
+// FLOE_SM90_BWD_TILE = d128 | d128m64 picks d128's tile at plan time (the A/B knob); unset, as
+// measured (d128_tile). Any other value declines, naming it. *forced: the knob named the tile.
+std::string choose_tile_override(BwdTile* tile, bool* forced) {
   const char* env = std::getenv("FLOE_SM90_BWD_TILE");
   const std::string value = env != nullptr ? env : "";
-  if (value.empty() || value == "d128") return "";
-  if (value != "d128m64") return "FLOE_SM90_BWD_TILE=" + value + ": must be d128 or d128m64";
-  if (*tile == BwdTile::d128) *tile = BwdTile::d128_m64;
+  *forced = !value.empty();
+  if (value.empty()) return "";
+  if (value != "d128" && value != "d128m64") {
+    return "FLOE_SM90_BWD_TILE=" + value + ": must be d128 or d128m64";
+  }
+  if (*tile == BwdTile::d128 || *tile == BwdTile::d128_m64) {
+    *tile = value == "d128" ? BwdTile::d128 : BwdTile::d128_m64;
+  }
   return "";
 }
 
@@ -64,9 +68,16 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64 or 128 and for d_qk 192 / d_v 128 only";
   }
-  if (std::string why = choose_tile_override(&c.tile); !why.empty()) return why;
+  if (c.tile == BwdTile::d128) c.tile = d128_tile(f);
+  bool forced = false;
+  if (std::string why = choose_tile_override(&c.tile, &forced); !why.empty()) return why;
+  // The ci kernel set has d128's 80-row tile only: there it serves what 64 rows would.
+  if (!forced && c.tile == BwdTile::d128_m64 &&
+      find_bwd_kernel(BwdTile::d128_m64, f.dtype, f.has_softcap, f.has(TensorId::dsink)) ==
+          nullptr) {
+    c.tile = BwdTile::d128;
+  }
   if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
-  if (std::string why = check_softcap_opt_in(f); !why.empty()) return why;
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;

@@ -27,7 +27,14 @@ namespace {
 // list in QueryTileScheduler's order or longest first (lpt).
 enum class FwdSchedule { grid, persistent, lpt, lpt_snake, lpt_l2 };
 
-const char* to_string(FwdSchedule s) {
+// A list walked with as many CTAs as tiles is a CTA per tile in the list's order.
+std::string to_string(FwdSchedule s, bool cta_per_tile) {
+  if (cta_per_tile && s != FwdSchedule::grid && s != FwdSchedule::persistent) {
+    std::string list = to_string(s, false);  // "persistent, longest first[ ...][, snake]"
+    list = list.substr(list.find(", ") + 2);
+    if (const size_t snake = list.find(", snake"); snake != std::string::npos) list.resize(snake);
+    return "a CTA per query tile, " + list;
+  }
   switch (s) {
     case FwdSchedule::grid:
       return "a CTA per query tile";
@@ -61,26 +68,38 @@ struct FwdChoice {
 };
 
 // FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) | lptl2[:N]
-// (lpts in L2 sections; not measured yet) overrides the choice, read at plan time: the A/B knob the
-// default was measured with, and (with a small N, the CTA count) a way to make the tests walk many
-// tiles per CTA on small problems.
+// (lpts in L2 sections) overrides the choice, read at plan time: the A/B knob the default was
+// measured with, and (with a small N, the CTA count; unset, the SM count; N >= the tiles, a CTA
+// per tile) a way to make the tests walk many tiles per CTA on small problems.
 //
 // Measured on the H200 (the sweep, bf16, 16k tokens; docs in README.md): persistent beats a CTA
 // per tile wherever the tiles weigh the same (d64 +5..15%, d128 +0..8%, d256 +0..3%, the short
-// sequences most). With heavy tiles (causal), longest first with snake wins at d64 (+3..27%) but
-// not at d128 and d256 (-4% at d128 S 2k, -10% at d256 S 1k, -5% at d256 S 16k): their K and V
-// streams need L2 reuse between the CTAs of a head, which a list with all heads in each pass
-// spreads over every head; the hardware's CTA order keeps them.
+// sequences most). With heavy tiles (causal), longest first with snake wins at d64 (+3..27%); at
+// d128 and d256 their K and V streams need L2 reuse between the CTAs of a head, which a list with
+// all heads in each pass spreads over every head. Longest first in L2 sections (a section's K and
+// V fit in 32 MB) keeps that reuse: session 12 (a9601e2, two rounds, ms, the previous choice /
+// a CTA per tile in that order / persistent in that order): d128 S 512 0.135 / 0.157 / 0.131,
+// 1k 0.199 / 0.201 / 0.195, 2k 0.299 / 0.289 / 0.318, 4k 0.492 / 0.475 / 0.565, 8k 0.880 /
+// 0.859 / 1.044, 16k 1.594 / 1.597 / 1.994; d256 S 512 0.131 / 0.130 / 0.133, 1k 0.171 / 0.167
+// / 0.205, 2k 0.264 / 0.247 / 0.343, 4k 0.446 / 0.413 / 0.609, 8k 0.798 / 0.745 / 1.132, 16k
+// 1.403 / 1.410 / 2.180. Short d128 keys walk the list on one CTA an SM (a head's K and V, 256
+// KB at S 512, fit in L2 in any order), longer ones and d256 take a CTA per tile in the list's
+// order. d64 kept lpts (the L2 list persistent: -1..-2% at 1k-4k, +2% at 8k-16k, within two
+// rounds' spread); d192x128 keeps a CTA per tile (not measured).
 // A value the knob does not know makes sm90 decline, naming it: a typo must not measure the
 // default schedule while claiming another.
+constexpr int64_t kL2PersistentMaxKeys = 1024;
+
 std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) {
-  // Causal d128 at S 512 (a head's K and V: 256 KB): longest first with snake, 253 against 236
-  // TFLOP/s a CTA per tile (session 9; session 6 measured +6% too); at 1k-4k it lost 2-9%.
-  const bool short_lpt = c->tile == FwdTile::d128 && f.s_kv <= 512;
-  c->schedule = !heavy_last_m(f)                       ? FwdSchedule::persistent
-                : c->tile == FwdTile::d64 || short_lpt ? FwdSchedule::lpt_snake
-                                                       : FwdSchedule::grid;
+  const bool heavy = heavy_last_m(f);
+  const bool l2 = heavy && (c->tile == FwdTile::d128 || c->tile == FwdTile::d256);
+  const bool l2_persistent = l2 && c->tile == FwdTile::d128 && f.s_kv <= kL2PersistentMaxKeys;
+  c->schedule = !heavy                    ? FwdSchedule::persistent
+                : l2                      ? FwdSchedule::lpt_l2
+                : c->tile == FwdTile::d64 ? FwdSchedule::lpt_snake
+                                          : FwdSchedule::grid;
   c->ctas = target.sm_count > 0 ? target.sm_count : 1;
+  if (l2 && !l2_persistent) c->ctas = 0;  // a CTA per tile, in the list's order
   if (const char* env = std::getenv("FLOE_SM90_FWD_SCHEDULE"); env != nullptr && *env != '\0') {
     const std::string value(env);
     const size_t colon = value.find(':');
@@ -105,7 +124,7 @@ std::string choose_schedule(const Facts& f, const Target& target, FwdChoice* c) 
       return "FLOE_SM90_FWD_SCHEDULE=" + value +
              ": must be grid, persistent, lpt, lpts or lptl2, optionally :N with N > 0 CTAs";
     }
-    if (ctas > 0) c->ctas = ctas;
+    c->ctas = ctas > 0 ? ctas : target.sm_count > 0 ? target.sm_count : 1;
   }
   if (c->schedule == FwdSchedule::grid) c->ctas = 0;
   return "";
@@ -162,34 +181,6 @@ std::string choose_fixed_max(const Facts& f, FwdChoice* c) {
   return "";
 }
 
-// One packed side beside a dense one is held back unless FLOE_SM90_RAGGED_ONE_SIDE=1 (plan
-// time): on the H200 at 6c8b7bd the serving kernel's loads took the dense side's rows at batch 0
-// for every batch (serving_test's sm90 test failed in its one-sided configs; both sides packed
-// passed). The fix (fwd_mainloop.cuh's batch_coordinate: b for the dense side) has not run on a
-// GPU yet; opted in, the serving test checks it. sm80 serves these meanwhile. Any other value
-// declines, naming it.
-std::string check_one_packed_side_opt_in(const Facts& f) {
-  int knob = -1;
-  if (std::string why = read_switch("FLOE_SM90_RAGGED_ONE_SIDE", &knob); !why.empty()) return why;
-  if (knob == 1) return "";
-  return f.ragged_q ? "ragged_q: sm90's serving kernel serves packed queries with packed keys "
-                      "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)"
-                    : "ragged_kv: sm90's serving kernel serves packed keys with packed queries "
-                      "only, for now (FLOE_SM90_RAGGED_ONE_SIDE=1 opts in)";
-}
-
-// A paged K/V cache is held back unless FLOE_SM90_PAGED=1 (plan time): its loads
-// (fwd_mainloop.cuh's load_paged, a key tile box by box from the pages the block table names)
-// have not run on a GPU yet. sm80 and decode serve paged forwards meanwhile. Any other value
-// declines, naming it.
-std::string check_paged_opt_in() {
-  int knob = -1;
-  if (std::string why = read_switch("FLOE_SM90_PAGED", &knob); !why.empty()) return why;
-  if (knob == 1) return "";
-  return "paged_kv: sm90's paged K/V loads are held back until they have run on a GPU "
-         "(FLOE_SM90_PAGED=1 opts in)";
-}
-
 // A paged cache's key tile is loaded in boxes of min(P, block_n) rows, each within one page:
 // P a multiple of the tile's keys or a divisor of them, and a multiple of 8 rows (the 128-byte
 // swizzle's period, so that every box lands in phase in the tile).
@@ -210,9 +201,6 @@ int paged_box_rows(const Facts& f, int block_n) {
 // table names), O and the stats written to the slot. What it does not serve yet, by name (sm80
 // serves those): score mods.
 std::string check_serving(const Facts& f) {
-  if (f.paged_kv) {
-    if (std::string why = check_paged_opt_in(); !why.empty()) return why;
-  }
   if (f.has_softcap || f.has(TensorId::bias) || f.has(TensorId::sink)) {
     return std::string(f.has_softcap           ? "softcap"
                        : f.has(TensorId::bias) ? "tensor 'bias'"
@@ -232,8 +220,6 @@ std::string check_serving(const Facts& f) {
              std::to_string(envelope) + " tokens exceed sm90's 32-bit TMA coordinates";
     }
   }
-  // (A paged cache beside a ragged or dense query side is FLOE_SM90_PAGED's.)
-  if (!f.paged_kv && f.ragged_q != f.ragged_kv) return check_one_packed_side_opt_in(f);
   return "";
 }
 
@@ -448,8 +434,8 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
            " queries x " + std::to_string(s.block_n) + " keys, " +
            std::to_string(s.consumer_warpgroups) + " consumer warpgroups, " +
            std::to_string(s.stages) + " K/V stages, " + std::to_string(grid_) + " CTAs (" +
-           to_string(schedule_) + ", " + std::to_string(params_.tiles.tiles) + " query tiles)" +
-           serving() + score_mods();
+           to_string(schedule_, grid_ >= params_.tiles.tiles) + ", " +
+           std::to_string(params_.tiles.tiles) + " query tiles)" + serving() + score_mods();
   }
 
  private:

@@ -98,7 +98,7 @@ BenchProblem skewed_prefill() {
   return bp;
 }
 
-BenchProblem paged_decode(int64_t b, int64_t s_q, int64_t s_kv, int64_t page) {
+BenchProblem paged_point(int64_t b, int64_t s_q, int64_t s_kv, int64_t page) {
   BenchProblem bp = serving_point(b, s_q, s_kv);
   bp.seq_q.assign(static_cast<size_t>(b), s_q);
   bp.seq_kv.assign(static_cast<size_t>(b), s_kv);
@@ -124,7 +124,7 @@ BenchProblem zipf_decode(int64_t b, int64_t total, int64_t page) {
   uint64_t state = kLengthSeed;
   for (size_t i = len.size(); i > 1; --i) std::swap(len[i - 1], len[splitmix64(state) % i]);
   const int64_t longest = *std::max_element(len.begin(), len.end());
-  BenchProblem bp = paged_decode(b, 1, longest, page);
+  BenchProblem bp = paged_point(b, 1, longest, page);
   bp.seq_kv = len;
   bp.lengths = "zipf";
   return bp;
@@ -172,7 +172,7 @@ int64_t BenchProblem::num_pages() const {
 
 std::string BenchProblem::name() const {
   const Shape& s = shape;
-  if (ragged() || decode()) {
+  if (ragged() || paged() || dense_decode) {
     // "ragged b8 h32/8 t17000 max4000 d128 causal br", "paged b32 h32/8 q1 kv4096 p16 d128",
     // "dense b1 h32/8 q1 kv32768 d128 causal br"
     std::string n = std::string(ragged() ? "ragged" : (paged() ? "paged" : "dense")) + " b" +
@@ -250,19 +250,19 @@ std::vector<BenchProblem> serving_problems() {
   // context; Sq 4 is a speculative decode.
   for (const auto& [b, s_kv] : {std::pair<int64_t, int64_t>{32, 4096}, {64, 8192}, {64, 16384}}) {
     for (int64_t page : {16, 64}) {
-      for (int64_t s_q : {1, 4}) out.push_back(paged_decode(b, s_q, s_kv, page));
+      for (int64_t s_q : {1, 4}) out.push_back(paged_point(b, s_q, s_kv, page));
     }
   }
   // The rest of SERVING.md §0's decode shapes (cuDNN dense: B 1 S 32k 3.30 TB/s, B 1 S 128k
   // 4.15, B 8 S 8k 3.82, B 128 S 16k 4.46), page 16, one query.
   for (const auto& [b, s_kv] :
        {std::pair<int64_t, int64_t>{1, 32768}, {1, 131072}, {8, 8192}, {128, 16384}}) {
-    out.push_back(paged_decode(b, 1, s_kv, 16));
+    out.push_back(paged_point(b, 1, s_kv, 16));
   }
   // The batch-invariant mode (splits of 1024 keys whatever the batch), against the same
   // shapes above: the goal is at most 10% slower.
   for (const auto& [b, s_kv] : {std::pair<int64_t, int64_t>{1, 32768}, {8, 8192}, {64, 8192}}) {
-    BenchProblem bp = paged_decode(b, 1, s_kv, 16);
+    BenchProblem bp = paged_point(b, 1, s_kv, 16);
     bp.split_tokens = 1024;
     out.push_back(bp);
   }
@@ -273,6 +273,11 @@ std::vector<BenchProblem> serving_problems() {
   out.push_back(zipf_decode(32, 32 * 4096, 16));
   out.push_back(dense_decode(1, 32768));
   out.push_back(dense_decode(8, 8192));
+  // A chunked prefill over a paged cache: 1024 new tokens a sequence after 7168 cached ones,
+  // pages of 64 and 16 rows, and its dense twin (the pages' cost; keys [B, Hkv, S, D]).
+  out.push_back(paged_point(8, 1024, 8192, 64));
+  out.push_back(paged_point(8, 1024, 8192, 16));
+  out.push_back(serving_point(8, 1024, 8192));
   return out;
 }
 

@@ -49,11 +49,12 @@ struct BenchProblem {
 
   bool ragged() const { return !seq_q.empty() && page_size == 0; }
   bool paged() const { return page_size > 0; }
-  // A decode (paged, or dense_decode): bound by reading K and V, reported in TB/s of K+V,
-  // forward only, timed as replayed CUDA graphs unless the bench says otherwise.
-  bool decode() const { return paged() || dense_decode; }
+  // A decode (paged with at most 16 queries a sequence, or dense_decode): bound by reading K
+  // and V, reported in TB/s of K+V, timed as replayed CUDA graphs unless the bench says
+  // otherwise. A paged problem with more queries is a chunked prefill, reported in TFLOP/s.
+  bool decode() const { return (paged() && shape.s_q <= 16) || dense_decode; }
   // A paged K/V has no backward (DESIGN 2.2); the decodes are timed forward only.
-  bool forward_only() const { return decode(); }
+  bool forward_only() const { return paged() || dense_decode; }
   int64_t total_q() const;   // tokens of the query side (the dense B*Sq when not ragged)
   int64_t total_kv() const;  // keys actually read: the sum of seq_kv, or B*Skv when dense
   // The cache's pages: ceil(seq_kv / page_size) summed over batches (each batch owns its pages;
