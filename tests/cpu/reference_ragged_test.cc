@@ -508,28 +508,32 @@ TEST(ReferencePaged, ForwardEqualsTheGatheredDenseProblem) {
   }
 }
 
-// sm90, which does not serve paged K/V or a ragged backward yet, says so in explain, naming the
-// option; sm80 serves them natively (its serving kernels, d128 here: the ci kernel set's tile) and
-// ranks first among the engines that accept; generic serves them too (pinned), with pages of any
-// size. Ragged forwards with both sides packed (option null) are sm90's on sm_90 (its serving
-// kernel), sm80's on sm_80; one packed side beside a dense one is sm80's for now.
+// sm90 serves ragged and paged forwards (its serving kernel: both sides packed or one beside a
+// dense side; pages of a multiple of 8 rows that divides its 128-key tile or is a multiple of it)
+// on sm_90; what it does not serve (a ragged backward, pages of one row) it declines in explain,
+// naming the option, and sm80 serves natively (its serving kernels, d128 here: the ci kernel
+// set's tile), ranked first among the engines that accept; generic serves them too (pinned),
+// with pages of any size. On sm_80 sm80 serves them all; sm90 names there the layout rules it
+// checks before the target (a ragged backward), and the target before the tile's (page sizes).
 TEST(ServingDeclines, GpuEnginesNameTheOption) {
   const Shape s{2, 8, 2, 64, 128, 128, 128};  // s_q 64: not a short (decode) query side
   const struct {
     Problem p;
-    const char* option;
+    const char* option;          // sm90's decline names it; nullptr: sm90 serves it on sm_90
+    bool before_target = false;  // sm90 names the option on sm_80 too
   } cases[] = {
       {Problem::forward(s, DType::bf16).set_ragged_q(40).set_ragged_kv(90), nullptr},
-      {Problem::forward(s, DType::bf16).set_ragged_q(40), "ragged_q"},
-      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), "ragged_kv"},
-      {Problem::forward(s, DType::bf16).set_paged_kv(64, 8), "paged_kv"},
-      {Problem::forward(s, DType::bf16).set_ragged_q(40).set_paged_kv(16, 8), "paged_kv"},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40), nullptr},
+      {Problem::forward(s, DType::bf16).set_ragged_kv(40).set_stats(), nullptr},
+      {Problem::forward(s, DType::bf16).set_paged_kv(64, 8), nullptr},
+      {Problem::forward(s, DType::bf16).set_ragged_q(40).set_paged_kv(16, 8), nullptr},
       {Problem::forward(s, DType::bf16).set_paged_kv(1, 300), "paged_kv"},
-      {Problem::backward(s, DType::bf16).set_ragged_kv(40), "ragged_kv"},
-      {Problem::backward(s, DType::bf16).set_ragged_q(40).set_bias(1, 8).set_sink(), "ragged_q"},
+      {Problem::backward(s, DType::bf16).set_ragged_kv(40), "ragged_kv", true},
+      {Problem::backward(s, DType::bf16).set_ragged_q(40).set_bias(1, 8).set_sink(), "ragged_q",
+       true},
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(c.option != nullptr ? c.option : "ragged forward");
+    SCOPED_TRACE(c.option != nullptr ? c.option : "served by sm90");
     Result<Plan> cpu = Plan::build(c.p, Target::cpu(1));
     ASSERT_TRUE(cpu.ok()) << cpu.status().message();
     EXPECT_EQ(cpu->engine(), "reference");
@@ -537,9 +541,10 @@ TEST(ServingDeclines, GpuEnginesNameTheOption) {
       Result<Plan> gpu = Plan::build(c.p, Target::cuda_arch(arch));
       const std::string text = gpu.ok() ? gpu->explain() : gpu.status().message();
       const bool sm90_serves = c.option == nullptr && arch == 90;
+      const bool names_option = c.option != nullptr && (arch == 90 || c.before_target);
       const std::string want =
-          c.option != nullptr ? std::string("  sm90: declined: ") + c.option + ": "
-          : sm90_serves       ? std::string("  sm90: accepted\n")
+          names_option  ? std::string("  sm90: declined: ") + c.option + ": "
+          : sm90_serves ? std::string("  sm90: accepted\n")
                         : std::string("  sm90: declined: its kernels are built for sm_90a only");
       EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
       ASSERT_TRUE(gpu.ok()) << text;
