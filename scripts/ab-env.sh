@@ -34,12 +34,9 @@ bench_args=("$@")
 [ ${#names[@]} -ge 1 ] && [ -x "$floe" ] || usage
 mkdir -p "$results" || exit 2
 
-groups=()
-group=""
-for a in "${bench_args[@]}"; do
-  if [ "$a" = "::" ]; then groups+=("$group"); group=""; else group+="${group:+ }$a"; fi
-done
-groups+=("$group")
+# shellcheck source=ab-groups.sh
+source "$root/scripts/ab-groups.sh"
+split_bench_groups "${bench_args[@]}"
 
 for r in $(seq 1 "$rounds"); do
   for i in "${!names[@]}"; do

@@ -60,13 +60,9 @@ for i in "${!pids[@]}"; do
     { echo "ab: ${names[$i]} failed to build (see $results/${names[$i]}-build.txt)"; exit 1; }
 done
 
-# One bench call per `::`-separated group, its options kept as one string (no spaces inside).
-groups=()
-group=""
-for a in "${bench_args[@]}"; do
-  if [ "$a" = "::" ]; then groups+=("$group"); group=""; else group+="${group:+ }$a"; fi
-done
-groups+=("$group")
+# shellcheck source=ab-groups.sh
+source "$root/scripts/ab-groups.sh"
+split_bench_groups "${bench_args[@]}"
 
 for r in $(seq 1 "$rounds"); do
   for name in "${names[@]}"; do
