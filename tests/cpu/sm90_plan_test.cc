@@ -437,6 +437,48 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernel) {
   }
 }
 
+// FLOE_SM90_PAGED_BATCH=1 (held back until it has run on a GPU): a paged tile's pages read
+// together where pages are smaller than the tile and it has at most 8 boxes (pages of 16 and up
+// at d128; not 8, nor pages as large as the tile); unset or 0, per box; any other value declines.
+TEST(Sm90Plan, PagedBatchedLookupsOnlyWhenOptedIn) {
+  if (detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16) == nullptr) {
+    GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
+  }
+  const Shape s{3, 4, 2, 150, 512, 128, 128};
+  const test::ScopedEnv knob("FLOE_SM90_PAGED_BATCH", nullptr);
+  auto explain = [&](int64_t page, int64_t pages) {
+    auto plan = Plan::build(Problem::forward(s, DType::bf16).set_paged_kv(page, pages),
+                            Target::cuda_arch(90));
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->explain() : std::string();
+  };
+  const std::string together = ", a tile's pages read together)";
+  EXPECT_EQ(explain(16, 100).find(together), std::string::npos);
+  knob.set("1");
+  for (int64_t page : {16, 32, 64}) {
+    SCOPED_TRACE(page);
+    EXPECT_NE(explain(page, 3 * 512 / page)
+                  .find("boxes of " + std::to_string(page) + " from the block table" + together),
+              std::string::npos)
+        << explain(page, 3 * 512 / page);
+  }
+  for (int64_t page : {8, 128, 256}) {
+    SCOPED_TRACE(page);
+    const std::string text = explain(page, 3 * 512 / page + 3);
+    EXPECT_EQ(text.find(together), std::string::npos) << text;
+    EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
+  }
+  knob.set("0");
+  EXPECT_EQ(explain(16, 100).find(together), std::string::npos);
+  knob.set("yes");
+  auto plan =
+      Plan::build(Problem::forward(s, DType::bf16).set_paged_kv(16, 100), Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const EngineVerdict* v = verdict_of(*plan, "sm90");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->reason, "FLOE_SM90_PAGED_BATCH=yes: must be 0 or 1");
+}
+
 // The TMA views of Q-, K- and V-shaped tensors (sm90_rules.cc's tma_tensor): dense [b, h, s, d],
 // a ragged side's [T, h, d] as [1, h, T, d], a paged cache's [pages, P, h, d] as [pages, h, P, d]
 // in one-chunk boxes, each through the declared strides.

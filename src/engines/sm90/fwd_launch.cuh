@@ -62,6 +62,10 @@ using PingpongTraits = std::conditional_t<
 template <class Base>
 struct ServingTraits : Base {
   static constexpr bool kServing = true;
+  // The producer reads a paged tile's pages into registers before it issues the boxes
+  // (fwd_mainloop.cuh's PagedBoxes): 32 a thread, which still fits 64K with the consumers'
+  // (128 x 32 + 256 x 240 = 128 x 32 + 384 x 160 = 65536); at 24 it spilled 40 bytes.
+  static constexpr int kProducerRegs = 32;
 };
 
 template <FwdTile kTile>

@@ -94,11 +94,14 @@ struct FwdMainloop {
       const int n0 = order.at(t) * T::kBlockN;
       // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
       // first pass over the ring does not wait.
+      // A paged tile's table reads before the wait for its stage: they run under it.
+      PagedBoxes boxes;
+      if (paged) boxes = PagedBoxes::lookup(p, n0, b, skv_b);
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
       if (paged) {
-        load_paged<T::kD>(p, &p.tma_k, &ss.k_full[stage], ss.k.data() + stage * T::kBlockN * T::kD,
-                          n0, h_kv, b, skv_b);
+        load_paged<T::kD>(p, boxes, &p.tma_k, &ss.k_full[stage],
+                          ss.k.data() + stage * T::kBlockN * T::kD, n0, h_kv, b, skv_b);
       } else {
         cute::SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.k_full[stage], kCacheHint,
                                      ss.k.data() + stage * T::kBlockN * T::kD, 0, kv_row0 + n0, 0,
@@ -113,7 +116,7 @@ struct FwdMainloop {
       Barrier::wait(&ss.v_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.v_full[stage], T::kVBytes);
       if (paged) {
-        load_paged<T::kDv>(p, &p.tma_v, &ss.v_full[stage],
+        load_paged<T::kDv>(p, boxes, &p.tma_v, &ss.v_full[stage],
                            ss.v.data() + stage * T::kBlockN * T::kDv, n0, h_kv, b, skv_b);
       } else {
         cute::SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.v_full[stage], kCacheHint,
@@ -122,6 +125,34 @@ struct FwdMainloop {
       }
     }
   }
+
+  // The pages of one key tile's boxes, read from the block table before its first copy where the
+  // plan asks for it (p.paged_batched: pages smaller than the tile, at most kMax boxes; 16 rows
+  // and up at d128): the reads then overlap, one latency a tile, and K's and V's boxes share
+  // them, where the per-box path waits out a read before each box, for K and again for V. Each
+  // box starts a page; boxes past the batch's keys take page 0 without a read (load_paged).
+  struct PagedBoxes {
+    static constexpr int kMax = kPagedBatchMaxBoxes;
+    int page[kMax];
+    bool batched = false;
+
+    __device__ __forceinline__ static PagedBoxes lookup(const FwdParams& p, int n0, int b,
+                                                        int skv_b) {
+      PagedBoxes x;
+      x.batched = p.paged_batched != 0;
+      if (!x.batched) return x;
+      const int box_rows = p.paged_box_rows;
+      CUTE_UNROLL
+      for (int i = 0; i < kMax; ++i) {
+        const int r = i * box_rows;
+        int row = 0;  // 0: the box starts its page
+        x.page[i] = r < T::kBlockN && n0 + r < skv_b
+                        ? static_cast<int>(kernels::page_of(p.serve, b, n0 + r, &row))
+                        : 0;
+      }
+      return x;
+    }
+  };
 
   // One key tile (keys n0..) of a paged cache, whose map is [pages, P, h_kv, d] as {64, P, d / 64,
   // h_kv, pages}: boxes of R = p.paged_box_rows rows and one 64-column chunk, each from the page
@@ -133,10 +164,24 @@ struct FwdMainloop {
   // entries there may hold anything (DESIGN 2.2): its K rows are masked and its V rows zeroed like
   // any rows past skv_b (compute).
   template <int kCols>
-  __device__ __forceinline__ static void load_paged(const FwdParams& p, const TmaDescriptor* map,
-                                                    uint64_t* full, Element* tile, int n0, int h_kv,
-                                                    int b, int skv_b) {
+  __device__ __forceinline__ static void load_paged(const FwdParams& p, const PagedBoxes& boxes,
+                                                    const TmaDescriptor* map, uint64_t* full,
+                                                    Element* tile, int n0, int h_kv, int b,
+                                                    int skv_b) {
     const int box_rows = p.paged_box_rows;
+    if (boxes.batched) {
+      CUTE_UNROLL
+      for (int i = 0; i < PagedBoxes::kMax; ++i) {
+        const int r = i * box_rows;
+        if (r >= T::kBlockN) break;
+        CUTE_UNROLL
+        for (int c = 0; c < kCols / 64; ++c) {
+          cute::SM90_TMA_LOAD_5D::copy(map, full, kCacheHint, tile + (c * T::kBlockN + r) * 64, 0,
+                                       0, c, h_kv, boxes.page[i]);
+        }
+      }
+      return;
+    }
     for (int r = 0; r < T::kBlockN; r += box_rows) {
       int page = 0, row = 0;
       if (n0 + r < skv_b) page = static_cast<int>(kernels::page_of(p.serve, b, n0 + r, &row));

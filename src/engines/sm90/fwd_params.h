@@ -75,7 +75,15 @@ struct FwdParams {
   // A paged K/V cache (DESIGN 2.2; serve.paged_kv, the block table in serve.table): the rows of
   // one box of the K and V maps, min(P, block_n) (fwd_mainloop.cuh's load_paged).
   int32_t paged_box_rows = 0;
+  // 1: a key tile's pages read from the block table together before its first box, and shared by
+  // K's and V's boxes (PagedBoxes, fwd_mainloop.cuh); the plan sets it where pages are smaller than
+  // the tile and it has at most kPagedBatchMaxBoxes boxes, held back behind FLOE_SM90_PAGED_BATCH=1
+  // until it has run on a GPU (fwd_plan.cc).
+  int32_t paged_batched = 0;
 };
+
+// The most boxes a key tile may have for its pages to be read together (PagedBoxes' registers).
+inline constexpr int kPagedBatchMaxBoxes = 8;
 
 // What the softmax multiplies the scores by to reach log2 units: scale * log2(e) for raw q.k (the
 // plain kernel, and the score-mod kernel without a softcap), 1 after a softcap.

@@ -63,8 +63,9 @@ struct FwdChoice {
   bool serving = false;    // a ragged side: the serving kernel (fwd_launch.cuh's ServingTraits)
   const FwdKernel* kernel = nullptr;
   FwdSchedule schedule = FwdSchedule::grid;
-  int ctas = 0;            // persistent: the grid (the SM count); 0: a CTA per tile
-  bool fixed_max = false;  // the score-mod kernel's rows take a fixed max (softcap, bf16)
+  int ctas = 0;                // persistent: the grid (the SM count); 0: a CTA per tile
+  bool fixed_max = false;      // the score-mod kernel's rows take a fixed max (softcap, bf16)
+  bool paged_batched = false;  // a paged tile's pages read together (FwdParams::paged_batched)
 };
 
 // FLOE_SM90_FWD_SCHEDULE = grid | persistent[:N] | lpt[:N] | lpts[:N] (lpt, snake) | lptl2[:N]
@@ -196,6 +197,20 @@ int paged_box_rows(const Facts& f, int block_n) {
   return static_cast<int>(std::min<int64_t>(f.page_size, block_n));
 }
 
+// FLOE_SM90_PAGED_BATCH = 0 | 1 (plan time; unset: 0): a paged key tile's pages read from the block
+// table together and shared by K and V (fwd_mainloop.cuh's PagedBoxes), where pages are smaller
+// than the tile and it has at most kPagedBatchMaxBoxes boxes. Held back until it has run on a GPU:
+// the per-box reads it replaces wait out one table read before each box (pages of 16 at d128: 0.48x
+// the dense twin, session 12). Any other value declines, naming it.
+std::string choose_paged_batched(const Facts& f, int block_n, FwdChoice* c) {
+  int knob = -1;
+  if (std::string why = read_switch("FLOE_SM90_PAGED_BATCH", &knob); !why.empty()) return why;
+  const int box_rows = paged_box_rows(f, block_n);
+  c->paged_batched =
+      knob == 1 && f.paged_kv && box_rows < block_n && box_rows * kPagedBatchMaxBoxes >= block_n;
+  return "";
+}
+
 // Ragged sides (DESIGN 2.1) and a paged K/V cache (2.2) take the serving kernel: Q, K, V loaded
 // by TMA from the packed tensors at each slot's first token (K and V from the pages the block
 // table names), O and the stats written to the slot. What it does not serve yet, by name (sm80
@@ -257,6 +272,7 @@ std::string choose_forward(const Facts& f, const Target& target, FwdChoice* out)
   c.serving = f.serving();
   if (f.paged_kv) {
     if (std::string why = check_page_size(f, shape.block_n); !why.empty()) return why;
+    if (std::string why = choose_paged_batched(f, shape.block_n, &c); !why.empty()) return why;
   }
   if (c.serving) {
     // One serving kernel a tile: d128's pingpong sibling, the plain kernel elsewhere.
@@ -311,6 +327,7 @@ FwdParams make_params(const Facts& f, const FwdChoice& c) {
     const int block_n = fwd_tile_shape(c.tile).block_n;
     p.serve = make_serving_rows(f, block_n);
     if (f.paged_kv) p.paged_box_rows = paged_box_rows(f, block_n);
+    p.paged_batched = c.paged_batched ? 1 : 0;
   }
   if (f.has(TensorId::seq_len_q)) p.lens.q_stride = f.t(TensorId::seq_len_q).strides[0];
   if (f.has(TensorId::seq_len_kv)) p.lens.kv_stride = f.t(TensorId::seq_len_kv).strides[0];
@@ -452,7 +469,8 @@ class Sm90ForwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     }
     if (s.paged_kv) {
       text += "; paged kv (pages of " + std::to_string(s.page_size.d) + " rows, boxes of " +
-              std::to_string(params_.paged_box_rows) + " from the block table)";
+              std::to_string(params_.paged_box_rows) + " from the block table" +
+              (params_.paged_batched != 0 ? ", a tile's pages read together)" : ")");
     }
     return text;
   }
