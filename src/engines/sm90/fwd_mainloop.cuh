@@ -92,11 +92,11 @@ struct FwdMainloop {
       const int stage = i % kStages;
       const uint32_t phase = (i / kStages) & 1;
       const int n0 = order.at(t) * T::kBlockN;
-      // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
-      // first pass over the ring does not wait.
       // A paged tile's table reads before the wait for its stage: they run under it.
       PagedBoxes boxes;
       if (paged) boxes = PagedBoxes::lookup(p, n0, b, skv_b);
+      // A fresh barrier is in phase 0: waiting for the parity of phase 1 returns at once, so the
+      // first pass over the ring does not wait.
       Barrier::wait(&ss.k_empty[stage], phase ^ 1);
       TxBarrier::arrive_and_expect_tx(&ss.k_full[stage], T::kKBytes);
       if (paged) {
@@ -134,18 +134,16 @@ struct FwdMainloop {
   struct PagedBoxes {
     static constexpr int kMax = kPagedBatchMaxBoxes;
     int page[kMax];
-    bool batched = false;
 
     __device__ __forceinline__ static PagedBoxes lookup(const FwdParams& p, int n0, int b,
                                                         int skv_b) {
+      if (p.paged_batched == 0) return PagedBoxes{};
       PagedBoxes x;
-      x.batched = p.paged_batched != 0;
-      if (!x.batched) return x;
       const int box_rows = p.paged_box_rows;
       CUTE_UNROLL
       for (int i = 0; i < kMax; ++i) {
         const int r = i * box_rows;
-        int row = 0;  // 0: the box starts its page
+        int row;  // page_of's row within the page: 0, each box starting its page
         x.page[i] = r < T::kBlockN && n0 + r < skv_b
                         ? static_cast<int>(kernels::page_of(p.serve, b, n0 + r, &row))
                         : 0;
@@ -169,7 +167,7 @@ struct FwdMainloop {
                                                     Element* tile, int n0, int h_kv, int b,
                                                     int skv_b) {
     const int box_rows = p.paged_box_rows;
-    if (boxes.batched) {
+    if (p.paged_batched != 0) {
       CUTE_UNROLL
       for (int i = 0; i < PagedBoxes::kMax; ++i) {
         const int r = i * box_rows;

@@ -27,13 +27,19 @@ namespace {
 // list in QueryTileScheduler's order or longest first (lpt).
 enum class FwdSchedule { grid, persistent, lpt, lpt_snake, lpt_l2 };
 
-// A list walked with as many CTAs as tiles is a CTA per tile in the list's order.
+// A list walked with as many CTAs as tiles is a CTA per tile in the list's order (one pass: no
+// snake).
 std::string to_string(FwdSchedule s, bool cta_per_tile) {
-  if (cta_per_tile && s != FwdSchedule::grid && s != FwdSchedule::persistent) {
-    std::string list = to_string(s, false);  // "persistent, longest first[ ...][, snake]"
-    list = list.substr(list.find(", ") + 2);
-    if (const size_t snake = list.find(", snake"); snake != std::string::npos) list.resize(snake);
-    return "a CTA per query tile, " + list;
+  if (cta_per_tile) {
+    switch (s) {
+      case FwdSchedule::lpt:
+      case FwdSchedule::lpt_snake:
+        return "a CTA per query tile, longest first";
+      case FwdSchedule::lpt_l2:
+        return "a CTA per query tile, longest first in L2 sections";
+      default:
+        break;
+    }
   }
   switch (s) {
     case FwdSchedule::grid:
@@ -206,8 +212,7 @@ std::string choose_paged_batched(const Facts& f, int block_n, FwdChoice* c) {
   int knob = -1;
   if (std::string why = read_switch("FLOE_SM90_PAGED_BATCH", &knob); !why.empty()) return why;
   const int box_rows = paged_box_rows(f, block_n);
-  c->paged_batched =
-      knob == 1 && f.paged_kv && box_rows < block_n && box_rows * kPagedBatchMaxBoxes >= block_n;
+  c->paged_batched = knob == 1 && box_rows < block_n && box_rows * kPagedBatchMaxBoxes >= block_n;
   return "";
 }
 
