@@ -332,7 +332,7 @@ if wants held-back; then
   read -r -a knobs <<<"${FLOE_HELD_BACK:-}"
   run_step held-back-tests "$results/held-back-tests.log" \
     env "${knobs[@]}" ctest --test-dir "$build" -L gpu -R 'NonFinite|Serving|Determinism|Graph|Streams' \
-      --output-on-failure --timeout 1800 --output-junit "$results/held-back-tests.xml"
+      --output-on-failure --timeout 600 --output-junit "$results/held-back-tests.xml"
   read -r t p f s <<<"$(ctest_counts "$results/held-back-tests.log")"
   status=ok
   [ "$last_rc" = 0 ] && [ "$t" -gt 0 ] || status=failed

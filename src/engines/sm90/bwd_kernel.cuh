@@ -30,6 +30,7 @@
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_traits.cuh"
 #include "engines/sm90/gmma_fragment.cuh"
+#include "engines/sm90/register_budget.h"
 #include "kernels/band_tiles.cuh"
 #include "kernels/mask.cuh"
 #include "kernels/score_mod.cuh"
@@ -195,6 +196,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     return;
   }
 
+  static_assert(setmaxnreg_fits(T::kThreads, T::kProducerRegs, T::kConsumerRegs),
+                "setmaxnreg asks for more registers than the CTA holds");
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
   const int ctid = tid - 128;
   typename T::MmaSdP mma_sdp;

@@ -27,6 +27,7 @@
 #include "engines/sm90/fwd_mainloop.cuh"
 #include "engines/sm90/fwd_params.h"
 #include "engines/sm90/fwd_traits.cuh"
+#include "engines/sm90/register_budget.h"
 #include "kernels/band_tiles.cuh"
 #include "kernels/online_softmax.cuh"
 #include "kernels/tile_scheduler.cuh"
@@ -135,6 +136,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
       }
     }
   } else {
+    static_assert(setmaxnreg_fits(T::kThreads, T::kProducerRegs, T::kConsumerRegs),
+                  "setmaxnreg asks for more registers than the CTA holds");
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     int it = 0;
     for (uint32_t j = 0;; ++j) {

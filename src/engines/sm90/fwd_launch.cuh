@@ -63,9 +63,10 @@ template <class Base>
 struct ServingTraits : Base {
   static constexpr bool kServing = true;
   // The producer reads a paged tile's pages into registers before it issues the boxes
-  // (fwd_mainloop.cuh's PagedBoxes): 32 a thread, which still fits 64K with the consumers'
-  // (128 x 32 + 256 x 240 = 128 x 32 + 384 x 160 = 65536); at 24 it spilled 40 bytes.
-  static constexpr int kProducerRegs = 32;
+  // (fwd_mainloop.cuh's PagedBoxes): 32 a thread where three consumer warpgroups leave them
+  // (128 x 32 + 384 x 160 = 65536, all a 512-thread CTA holds); two at 240 leave 24
+  // (register_budget.h: 32 there hung the consumers' setmaxnreg).
+  static constexpr int kProducerRegs = Base::kConsumerWarpgroups == 3 ? 32 : 24;
 };
 
 template <FwdTile kTile>
