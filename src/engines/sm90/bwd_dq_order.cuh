@@ -67,4 +67,15 @@ __device__ __forceinline__ void dq_pass_turn(int32_t* sem) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
 
+// The same for reductions issued by many threads in the generic proxy (bwd_wide_kernel.cuh's
+// red.global.add): the caller has waited on an mbarrier every adding thread arrived on after its
+// reductions (release, acquire at CTA scope), so that this thread's release fence is cumulative
+// over them (CUTLASS's barrier release: fence.acq_rel.gpu, then a relaxed add).
+__device__ __forceinline__ void dq_pass_turn_after_generic(int32_t* sem) {
+  asm volatile(
+      "fence.acq_rel.gpu;\n"
+      "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem)
+      : "memory");
+}
+
 }  // namespace floe::detail::sm90::bwd

@@ -2,10 +2,8 @@
 // stay in shared memory, dK and dV in registers; the CTA visits every query tile of every query
 // head of its kv group that sees one of its keys, so GQA accumulates at h_kv.
 //
-// Warpgroup 0 produces: one thread loads K and V once, then for each visit Q with its LSE and dO
-// with its Delta (TMA, plus one bulk copy of the tile's dense floats each) into a kStages ring,
-// each stage with a full barrier (transaction bytes) and an empty barrier (every consumer thread
-// arrives once the stage's products are done). Consumer warpgroups (64 keys each) run the five
+// Warpgroup 0 produces (bwd_producer.cuh: K and V once, then each visit's Q, dO and their row
+// stats into a kStages ring). Consumer warpgroups (64 keys each) run the five
 // products of bwd_traits.cuh per visit and store their share of dQ in shared memory; one thread
 // of warp 1 (the dQ reducer) adds each share into the fp32 accumulator with one bulk reduce-add
 // and hands the buffer back once the copy has read it; in deterministic mode it adds a query
@@ -18,8 +16,6 @@
 // P of 0 gives a dS of 0. Built for sm_90a only (empty in other device passes).
 #pragma once
 
-#include <cmath>
-
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cute/arch/copy_sm90_tma.hpp>
@@ -28,64 +24,15 @@
 #include "engines/sm90/bulk_reduce.cuh"
 #include "engines/sm90/bwd_dq_order.cuh"
 #include "engines/sm90/bwd_params.h"
+#include "engines/sm90/bwd_producer.cuh"
+#include "engines/sm90/bwd_scores.cuh"
 #include "engines/sm90/bwd_traits.cuh"
 #include "engines/sm90/gmma_fragment.cuh"
 #include "engines/sm90/register_budget.h"
 #include "kernels/band_tiles.cuh"
-#include "kernels/mask.cuh"
-#include "kernels/score_mod.cuh"
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
-
-namespace bwd {
-
-using Barrier = cutlass::arch::ClusterBarrier;
-using TxBarrier = cutlass::arch::ClusterTransactionBarrier;
-inline constexpr int kConsumersBarrier = 0;  // named barrier of all consumer threads
-
-// Zeroes rows [first_row, rows) of a [d / 64][rows][64] SW128 tile: whole 128-byte lines (the
-// swizzle permutes 16-byte pieces within a line). Every consumer thread calls it; the caller
-// fences and syncs.
-template <int kRows, int kD, int kThreads, class Element>
-__device__ __forceinline__ void zero_rows(Element* tile, int first_row, int ctid) {
-  constexpr int kChunks = kD / 64;
-  const int rows = kRows - first_row;
-  uint4* base = reinterpret_cast<uint4*>(tile);
-  for (int i = ctid; i < rows * kChunks * 8; i += kThreads) {
-    const int piece = i % 8, line = i / 8;
-    const int row = first_row + line % rows, chunk = line / rows;
-    base[(chunk * kRows + row) * 8 + piece] = make_uint4(0, 0, 0, 0);
-  }
-}
-
-// A pointer the compiler must treat as new on every use (see the main loop).
-template <class P>
-__device__ __forceinline__ P* opaque(P* p) {
-  asm volatile("" : "+l"(p));
-  return p;
-}
-
-// The visits of a CTA in order: query head of the group (outer), query tile (inner).
-struct Visits {
-  int h0, m_begin, n_m, count;
-};
-
-// Walks the visits in order without a division per visit (the producer and the dQ reducer run
-// at 24 registers).
-struct VisitCursor {
-  int h, m_block;
-  __device__ __forceinline__ explicit VisitCursor(const Visits& vs)
-      : h(vs.h0), m_block(vs.m_begin) {}
-  __device__ __forceinline__ void next(const Visits& vs) {
-    if (++m_block == vs.m_begin + vs.n_m) {
-      m_block = vs.m_begin;
-      ++h;
-    }
-  }
-};
-
-}  // namespace bwd
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p) {
@@ -98,17 +45,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int tid = static_cast<int>(threadIdx.x);
   const int warpgroup = tid / 128;
   constexpr int kStages = T::kStages;
-  constexpr uint64_t kCacheHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
   if (tid == 0) {
-    TxBarrier::init(&ss.kv_full, 1);
-    CUTE_UNROLL
-    for (int s = 0; s < kStages; ++s) {
-      TxBarrier::init(&ss.q_full[s], 1);
-      TxBarrier::init(&ss.do_full[s], 1);
-      Barrier::init(&ss.q_empty[s], T::kConsumerThreads);
-      Barrier::init(&ss.do_empty[s], T::kConsumerThreads);
-    }
+    init_ring_barriers<T>(ss);
     CUTE_UNROLL
     for (int w = 0; w < T::kConsumerWarpgroups; ++w) {
       Barrier::init(&ss.dq_full[w], 128);
@@ -133,32 +72,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (tid == 0 && visits.count > 0) {
-      TxBarrier::arrive_and_expect_tx(&ss.kv_full, T::kKBytes + T::kVBytes);
-      SM90_TMA_LOAD_5D::copy(&p.tma_k, &ss.kv_full, kCacheHint, ss.k.data(), 0, n0, 0, h_kv, b);
-      SM90_TMA_LOAD_5D::copy(&p.tma_v, &ss.kv_full, kCacheHint, ss.v.data(), 0, n0, 0, h_kv, b);
-      constexpr int kStageElems = T::kBlockM * T::kD;
-      constexpr int kDoStageElems = T::kBlockM * T::kDv;
-      VisitCursor at(visits);
-      CUTE_NO_UNROLL
-      for (int v = 0; v < visits.count; ++v, at.next(visits)) {
-        const int stage = v % kStages;
-        const uint32_t phase = (v / kStages) & 1;
-        const int h = at.h;
-        const int m0 = at.m_block * T::kBlockM;
-        const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
-        Barrier::wait(&ss.q_empty[stage], phase ^ 1);
-        TxBarrier::arrive_and_expect_tx(&ss.q_full[stage], T::kQBytes + T::kRowStatBytes);
-        SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full[stage], kCacheHint,
-                               ss.q.data() + stage * kStageElems, 0, m0, 0, h, b);
-        SM90_BULK_COPY_G2S::copy(p.lse_log2 + row0, &ss.q_full[stage], ss.lse[stage],
-                                 T::kRowStatBytes);
-        Barrier::wait(&ss.do_empty[stage], phase ^ 1);
-        TxBarrier::arrive_and_expect_tx(&ss.do_full[stage], T::kDoBytes + T::kRowStatBytes);
-        SM90_TMA_LOAD_5D::copy(&p.tma_do, &ss.do_full[stage], kCacheHint,
-                               ss.d_o.data() + stage * kDoStageElems, 0, m0, 0, h, b);
-        SM90_BULK_COPY_G2S::copy(p.delta + row0, &ss.do_full[stage], ss.delta[stage],
-                                 T::kRowStatBytes);
-      }
+      produce_visits<T>(p, ss, visits, n0, h_kv, b);
     } else if (tid == 32 && visits.count > 0) {
       // The dQ reducer: each warpgroup's share of a visit, once its threads have stored and
       // fenced it, is added into the tile of dq_accum (same fragment order, contiguous); the
@@ -217,7 +131,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   clear(acc_dv);
   // (key, query) of each score within the tile.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileSdP{}));
-  const float scale_log2 = p.score.scale_log2;
   const int dq_wg = ctid / 128;
   float4* dq_out = reinterpret_cast<float4*>(ss.dq + dq_wg * T::kDqHalfFloats) + ctid % 128;
 
@@ -273,75 +186,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     gmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
     gmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
 
-    // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key
-    // (masked to -inf first).
-    // The softcap kernel: s2 = cap_log2 * t with t = tanh(q.k * scale / cap), and dS needs d tanh
-    // = 1 - t^2 beside P (sm80's backward_scores and kernels/score_mod.cuh: the same tanh, the
-    // same mask, d tanh 0 where masked). Kept as t in acc_s until P, then P goes to rP (the dV
-    // operand) and acc_s keeps P * d tanh, so that dS^T = (P^T d tanh) (dP^T - Delta): one fp32
-    // fragment fewer live under the dP product than P and d tanh apart (those spilled 612 bytes
-    // at d128).
+    // P^T (bwd_scores.cuh) while dP^T computes.
     warpgroup_wait<1>();
     Tensor rP = make_tensor<Element>(acc_s.layout());
-    {
-      auto s = gmma_row_col(acc_s);
-      auto c = gmma_row_col(tScS);
-      if constexpr (T::kSoftcap) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc_s); ++i) {
-          acc_s(i) = kernels::tanh_of_2x_log2e(acc_s(i) * p.score.tanh_k);
-        }
-      }
-      if (qt.needs_mask(m0, T::kBlockM, n0, T::kBlockN, skv_b)) {
-        kernels::mask_scores_transposed_either<T::kBlockM>(s, c, m0, n0, qt.diag_lo, qt.diag_hi,
-                                                           skv_b);
-      }
-      if constexpr (T::kSoftcap) {
-        auto rp = gmma_row_col(rP);
-        const float cap_log2 = p.score.cap_log2;
-        CUTE_UNROLL
-        for (int j = 0; j < size<1>(s); ++j) {
-          const float lse2 = ss.lse[stage][get<1>(c(0, j))];
-          // A padding (or empty) query row has lse2 = +inf and sees nothing. Its Q row is zero in
-          // shared memory, so an infinite key gives it q.k = 0 * inf = NaN, which the softcap
-          // would carry into P and dS (the plain kernel's reference is NaN there anyway; with a
-          // softcap the reference is finite): its t is taken as 0, so that P = 2^-inf = 0 and
-          // dS = 0 * (1 - 0) = 0. One select an element: two (P, dS) and their predicates' OR
-          // cost 344 instructions and 19% at 651ac7f (BACKWARD.md).
-          const bool dead = lse2 == INFINITY;
-          CUTE_UNROLL
-          for (int r = 0; r < size<0>(s); ++r) {
-            const float t = dead ? 0.f : s(r, j);
-            const float pr = exp2f(t * cap_log2 - lse2);
-            rp(r, j) = static_cast<Element>(pr);
-            // Masked (t = -inf): d tanh counts as 0, as sm80's, so that a NaN q.k there cannot
-            // reach dS.
-            s(r, j) = t == -INFINITY ? 0.f : pr * (1.f - t * t);
-          }
-        }
-      } else {
-        CUTE_UNROLL
-        for (int j = 0; j < size<1>(s); ++j) {
-          const float lse2 = ss.lse[stage][get<1>(c(0, j))];
-          CUTE_UNROLL
-          for (int r = 0; r < size<0>(s); ++r) s(r, j) = exp2f(s(r, j) * scale_log2 - lse2);
-        }
-      }
-    }
+    bwd::probabilities<T>(p, qt, acc_s, rP, tScS, ss.lse[stage], m0, n0, skv_b);
     warpgroup_wait<0>();
-    // dS^T = P^T (dP^T - Delta[query]); the softcap kernel's acc_s holds P^T d tanh, and its dS is
-    // then the gradient of q.k * scale, as without one (dQ and dK take the scale at the end).
-    {
-      auto s = gmma_row_col(acc_s);
-      auto dp = gmma_row_col(acc_dp);
-      auto c = gmma_row_col(tScS);
-      CUTE_UNROLL
-      for (int j = 0; j < size<1>(dp); ++j) {
-        const float delta = ss.delta[stage][get<1>(c(0, j))];
-        CUTE_UNROLL
-        for (int r = 0; r < size<0>(dp); ++r) dp(r, j) = s(r, j) * (dp(r, j) - delta);
-      }
-    }
+    bwd::scores_gradient(acc_s, acc_dp, tScS, ss.delta[stage]);
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {

@@ -48,11 +48,13 @@ const BwdKernel* bwd_kernel_d64(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d128(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d192_128(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d128_m64(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_kernel_d256(DType dtype, BwdVariant variant);
 
 inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool softcap = false,
                                         bool dsink = false) {
   static constexpr TileLookup<BwdKernel, BwdVariant> kLookups[kBwdTileCount] = {
-      &bwd_kernel_d64, &bwd_kernel_d128, &bwd_kernel_d192_128, &bwd_kernel_d128_m64};
+      &bwd_kernel_d64, &bwd_kernel_d128, &bwd_kernel_d192_128, &bwd_kernel_d128_m64,
+      &bwd_kernel_d256};
   const BwdVariant v = softcap ? (dsink ? BwdVariant::softcap_dsink : BwdVariant::softcap)
                                : (dsink ? BwdVariant::dsink : BwdVariant::plain);
   return find_kernel(kLookups, tile, dtype, v);

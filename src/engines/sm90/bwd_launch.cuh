@@ -13,6 +13,8 @@
 #include "engines/sm90/bwd_kernels.h"
 #include "engines/sm90/bwd_preprocess.cuh"
 #include "engines/sm90/bwd_traits.cuh"
+#include "engines/sm90/bwd_wide_kernel.cuh"
+#include "engines/sm90/bwd_wide_traits.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -20,11 +22,24 @@ namespace floe::detail::sm90 {
 // in the dev harness); the tile sets the query rows and the issue order (bwd_tiles.h).
 // kSoftcap: the softcap main kernel (same tile).
 template <BwdTile kTile, class Element, bool kSoftcap = false>
-using BwdTraits =
+using BwdTraits = std::conditional_t<
+    bwd_tile_shape(kTile).wide,
+    BwdWideTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
+                    bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages, kSoftcap>,
     BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
                 bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
                 bwd_tile_shape(kTile).overlap_dq, /*kDoubleBufferDs=*/false,
-                bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v(), kSoftcap>;
+                bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v(), kSoftcap>>;
+
+// The main kernel of a traits type: the wide one where both warpgroups share the keys.
+template <class T>
+constexpr auto main_kernel() {
+  if constexpr (T::kWide) {
+    return &bwd_wide_kernel<T>;
+  } else {
+    return &bwd_kernel<T>;
+  }
+}
 
 // kDsink: a fourth kernel, after the dQ conversion (it reads the preprocess's chunks only), sums
 // dSink; one CTA per query head.
@@ -34,14 +49,14 @@ struct BwdInstanceOf {
   static constexpr int kSmemBytes = T::kSmemBytes;
 
   static cudaError_t prepare() {
-    return cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(main_kernel<T>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 T::kSmemBytes);
   }
 
   static cudaError_t launch(const BwdParams& params, const BwdGrids& grids, cudaStream_t stream) {
     using Element = typename T::Element;
     bwd_preprocess_kernel<Element, T::kBlockM><<<grids.query_tiles, 256, 0, stream>>>(params);
-    bwd_kernel<T><<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
+    main_kernel<T>()<<<grids.key_tiles, T::kThreads, T::kSmemBytes, stream>>>(params);
     bwd_dq_convert_kernel<typename T::PlainTraits>
         <<<grids.query_tiles, T::kConsumerThreads, 0, stream>>>(params);
     if constexpr (kDsink) {
@@ -57,7 +72,7 @@ struct BwdInstanceOf {
     LaunchSteps s;
     s.step[0] = {reinterpret_cast<const void*>(&bwd_preprocess_kernel<Element, T::kBlockM>), 256,
                  0};
-    s.step[1] = {reinterpret_cast<const void*>(&bwd_kernel<T>), T::kThreads, T::kSmemBytes};
+    s.step[1] = {reinterpret_cast<const void*>(main_kernel<T>()), T::kThreads, T::kSmemBytes};
     s.step[2] = {reinterpret_cast<const void*>(&bwd_dq_convert_kernel<typename T::PlainTraits>),
                  T::kConsumerThreads, 0};
     s.count = 3;

@@ -58,6 +58,19 @@ std::string choose_tile_override(BwdTile* tile, bool* forced) {
   return "";
 }
 
+// The d256 (wide) kernel is held back until it has run on a GPU: FLOE_SM90_BWD_D256=1 opts in;
+// without it sm80 serves d256.
+std::string check_wide_opt_in() {
+  const char* env = std::getenv("FLOE_SM90_BWD_D256");
+  const std::string value = env != nullptr ? env : "";
+  if (value == "1") return "";
+  if (value.empty() || value == "0") {
+    return "head dim 256: sm90's d256 backward is held back until it has run on a GPU "
+           "(FLOE_SM90_BWD_D256=1 opts in)";
+  }
+  return "FLOE_SM90_BWD_D256=" + value + ": must be 0 or 1";
+}
+
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
@@ -66,7 +79,11 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   BwdChoice c;
   if (!bwd_tile_for(f.d_qk, f.d_v, &c.tile)) {
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
-           ": sm90's backward has tiles for d_qk = d_v = 64 or 128 and for d_qk 192 / d_v 128 only";
+           ": sm90's backward has tiles for d_qk = d_v = 64, 128 or 256 and for d_qk 192 / d_v "
+           "128 only";
+  }
+  if (c.tile == BwdTile::d256) {
+    if (std::string why = check_wide_opt_in(); !why.empty()) return why;
   }
   if (c.tile == BwdTile::d128) c.tile = d128_tile(f);
   bool forced = false;
@@ -233,7 +250,11 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     return std::string(kernel_->name) + ": tile " + s.name + ", " + std::to_string(s.block_n) +
            " keys per CTA x " + std::to_string(s.block_m) + "-query visits, " +
            std::to_string(s.stages) + " Q/dO stages, " + std::to_string(grids_.key_tiles) +
-           " CTAs" + score_mods() +
+           " CTAs" +
+           (s.wide ? "; both consumer warpgroups on the keys, d split between them (P^T and dS^T "
+                     "through shared memory, dQ added from registers)"
+                   : "") +
+           score_mods() +
            (params_.deterministic
                 ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
                   "(highest first, the grid launching them highest first, " +

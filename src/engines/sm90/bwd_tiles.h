@@ -1,11 +1,12 @@
 // sm90 backward: the tiles (host and device read the same table): 128 keys per CTA (two consumer
-// warpgroups of 64 keys), 80 (d128) or 128 (d64) queries per visit, a 2-stage Q / dO ring.
+// warpgroups of 64 keys), 80 (d128) or 128 (d64) queries per visit, a 2-stage Q / dO ring; d256
+// 64 keys shared by both warpgroups (wide).
 #pragma once
 
 namespace floe::detail::sm90 {
 
-enum class BwdTile { d64, d128, d192_128, d128_m64 };
-inline constexpr int kBwdTileCount = 4;
+enum class BwdTile { d64, d128, d192_128, d128_m64, d256 };
+inline constexpr int kBwdTileCount = 5;
 
 struct BwdTileShape {
   const char* name;
@@ -15,6 +16,9 @@ struct BwdTileShape {
   // dQ issued while dV and dK are in flight (bwd_traits.cuh kOverlapDq); off where the registers
   // of P and dS beside dQ's accumulator would not fit.
   bool overlap_dq = true;
+  // Both consumer warpgroups on the same 64 keys, d split between them (bwd_wide_kernel.cuh):
+  // dK and dV of 64 keys x d would not fit one warpgroup's registers.
+  bool wide = false;
 
   constexpr int d_v() const { return dv != 0 ? dv : d; }
 };
@@ -38,19 +42,24 @@ struct BwdTileShape {
 // dV dK dQ) against 153 (80 rows, dQ first); S 16k causal in the dev harness 569 (64 rows, dV dQ
 // dK, this tile's order) against 572 (80 rows). FlashAttention 4 picks 64 rows for
 // causal and local d128. Chosen only by FLOE_SM90_BWD_TILE=d128m64 until it has been timed through
-// the library beside d128 (bwd_plan.cc); last in the table, so that bwd_tile_for finds d128.
+// the library beside d128 (bwd_plan.cc); after d128 in the table, so that bwd_tile_for finds d128.
+// d256 (wide): 64 keys a CTA, 64-query visits, P^T and dS^T through shared memory (two buffers),
+// dQ by vector reductions from registers: K, V 32 KB each, Q and dO 2 x 32 KB each, P^T and dS^T
+// 2 x 8 KB each, 225 KB in all (bwd_wide_traits.cuh). Held back behind FLOE_SM90_BWD_D256=1
+// until it has run on a GPU (bwd_plan.cc).
 inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
     {"d64", 64, 128, 128, 2, true},
     {"d128", 128, 80, 128, 2, true},
     {"d192x128", 192, 48, 128, 2, true, 128, false},
-    {"d128m64", 128, 64, 128, 2, true}};
+    {"d128m64", 128, 64, 128, 2, true},
+    {"d256", 256, 64, 64, 2, false, 0, false, true}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {
   return kBwdTileShapes[static_cast<int>(t)];
 }
 
-// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64 or 128, or 192 / 128 (d128m64 only
-// when asked for: bwd_plan.cc).
+// The tile that serves (d_qk, d_v), or false: d_qk = d_v = 64, 128 or 256, or 192 / 128 (d128m64
+// only when asked for: bwd_plan.cc).
 inline constexpr bool bwd_tile_for(long long d_qk, long long d_v, BwdTile* tile) {
   for (int i = 0; i < kBwdTileCount; ++i) {
     if (kBwdTileShapes[i].d == d_qk && kBwdTileShapes[i].d_v() == d_v) {

@@ -63,6 +63,7 @@ template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
           bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false, bool kDqBeforeDk_ = false,
           int kDv_ = kD_, bool kSoftcap_ = false>
 struct BwdTraitsOf {
+  static constexpr bool kWide = false;  // bwd_wide_traits.cuh's scheme
   static constexpr bool kSoftcap = kSoftcap_;
   // The same tile without the softcap: the kernels other than the main one (the dQ conversion)
   // are instantiated with it, once for both main kernels.
