@@ -1,5 +1,5 @@
 // The sm90 engine's backward planning, without a GPU: what it takes on sm_90 (f16/bf16, d_qk =
-// d_v = 64 or 128 (256 opted in), d_qk 192 / d_v 128, TMA-addressable strides, GQA, masks, padding
+// d_v = 64, 128 or 256, d_qk 192 / d_v 128, TMA-addressable strides, GQA, masks, padding
 // by device lengths, softcap, sink with dSink), its three named workspace chunks (a fourth, one
 // semaphore per query tile, in deterministic mode), that explain() names the tile, the mode and the
 // score mods (the softcap kernel, the dSink step), and the exact reasons it declines (bias, other
@@ -236,9 +236,6 @@ std::vector<Declined> declined_problems() {
   out.push_back({"bias softcap sink",
                  Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
                  "tensor 'bias': sm90's backward has no bias yet"});
-  out.push_back({"d256 held back", Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16),
-                 "head dim 256: sm90's d256 backward is held back until it has run on a GPU "
-                 "(FLOE_SM90_BWD_D256=1 opts in)"});
   out.push_back({"d192", Problem::backward(Shape{1, 2, 2, 64, 64, 192, 192}, DType::bf16),
                  "head dims d_qk = 192, d_v = 192: sm90's backward has tiles for d_qk = d_v = 64, "
                  "128 or 256 and for d_qk 192 / d_v 128 only"});
@@ -259,41 +256,51 @@ std::vector<Declined> declined_problems() {
   return out;
 }
 
-// d256 (the wide kernel, bwd_wide_kernel.cuh) only with FLOE_SM90_BWD_D256=1; opted in, the plan
-// names its tile and scheme, or, in the ci kernel set, says that the kernel is not built.
-TEST(Sm90BwdPlan, D256OnlyWhenOptedIn) {
+// d256 (the wide kernel, bwd_wide_kernel.cuh): served, and in the deterministic mode only with
+// FLOE_SM90_BWD_D256=1; served, the plan names its tile and scheme, or, in the ci kernel set, says
+// that the kernel is not built.
+TEST(Sm90BwdPlan, D256ServedAndDeterministicOnlyWhenOptedIn) {
   const Problem p = Problem::backward(Shape{2, 4, 2, 300, 500, 256, 256}, DType::bf16)
                         .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})
                         .set_seq_len_kv();
   const test::ScopedEnv knob("FLOE_SM90_BWD_D256", nullptr);
-  auto sm90_verdict = [&] {
-    auto plan = Plan::build(p, Target::cuda_arch(90));
+  auto sm90_verdict = [&](const Problem& problem) {
+    auto plan = Plan::build(problem, Target::cuda_arch(90));
     EXPECT_TRUE(plan.ok()) << plan.status().message();
     const EngineVerdict* v = plan.ok() ? verdict_of(*plan, "sm90") : nullptr;
     EXPECT_NE(v, nullptr);
     return v != nullptr ? *v : EngineVerdict{};
   };
-  EXPECT_FALSE(sm90_verdict().accepted);
+  Problem det = p;
+  det.set_deterministic();
+  const std::string held =
+      "head dim 256, deterministic: sm90's d256 backward is held back in the "
+      "deterministic mode until its bitwise repeats have been checked on a "
+      "GPU (FLOE_SM90_BWD_D256=1 opts in)";
+  EXPECT_EQ(sm90_verdict(det).reason, held);
   knob.set("0");
-  EXPECT_FALSE(sm90_verdict().accepted);
+  EXPECT_EQ(sm90_verdict(det).reason, held);
   knob.set("2");
-  EXPECT_EQ(sm90_verdict().reason, "FLOE_SM90_BWD_D256=2: must be 0 or 1");
-  knob.set("1");
+  EXPECT_EQ(sm90_verdict(p).reason, "FLOE_SM90_BWD_D256=2: must be 0 or 1");
+  knob.set(nullptr);
   if (!built(p)) {
-    EXPECT_EQ(sm90_verdict().reason,
+    EXPECT_EQ(sm90_verdict(p).reason,
               "kernel not built in the ci kernel set (backward tile d256, bf16)");
     return;
   }
-  auto plan = Plan::build(p, Target::cuda_arch(90));
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->engine(), "sm90");
-  const std::string text = plan->explain();
-  EXPECT_NE(text.find("sm90_bwd_d256_bf16: tile d256, 64 keys per CTA x 64-query visits"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("both consumer warpgroups on the keys, d split between them"),
-            std::string::npos)
-      << text;
+  for (bool opted_in : {false, true}) {
+    knob.set(opted_in ? "1" : nullptr);
+    auto plan = Plan::build(opted_in ? det : p, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->engine(), "sm90");
+    const std::string text = plan->explain();
+    EXPECT_NE(text.find("sm90_bwd_d256_bf16: tile d256, 64 keys per CTA x 64-query visits"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("both consumer warpgroups on the keys, d split between them"),
+              std::string::npos)
+        << text;
+  }
 }
 
 TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
