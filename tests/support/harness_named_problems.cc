@@ -91,7 +91,7 @@ std::vector<NamedProblem> named_problems(Direction dir) {
 
 std::vector<NamedProblem> deterministic_problems(Direction dir) {
   std::vector<NamedProblem> out = named_problems(dir);
-  // Shapes the sm90 engine serves (d_qk = d_v = 128 or 64, 192 / 128; softcap and sink), with
+  // Shapes the sm90 engine serves (d_qk = d_v = 128, 64 or 256, 192 / 128; softcap and sink), with
   // several key tiles (128 keys) adding into every query tile (80 rows at d128, 64 at d64, 48 at
   // d192x128): unordered, their fp32 adds differ in rounding from run to run (the default mode's dQ
   // differs bitwise between runs on such shapes), so only the ordered mode passes. GQA (the dQ of
@@ -123,6 +123,14 @@ std::vector<NamedProblem> deterministic_problems(Direction dir) {
   capped["seq_len_kv"] = {600, 411};
   if (dir == Direction::forward) capped["stats"] = true;
   out.push_back({"sm90-softcap-sink-gqa-causal-padding", capped});
+  // d256 (the wide kernel: 64-key tiles, dQ added from registers by the turn keeper's order): 11
+  // key tiles, up to 11 visitors a query tile. sm90 serves it deterministic only with
+  // FLOE_SM90_BWD_D256=1 (gpu-check.sh's held-back step), sm80 otherwise.
+  json wide256 = problem_json(dir, "bf16", 2, 4, 2, 300, 700, 256, 256);
+  wide256["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
+  wide256["seq_len_kv"] = {700, 455};
+  if (dir == Direction::forward) wide256["stats"] = true;
+  out.push_back({"sm90-d256-gqa-causal-padding", wide256});
   for (NamedProblem& p : out) p.json["deterministic"] = true;
   return out;
 }
