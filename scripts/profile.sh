@@ -21,7 +21,7 @@ build=$2
 shift 2
 mkdir -p "$results"
 ncu=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
-floe_re=${FLOE_PROFILE_KERNELS:-'fwd_kernel|bwd_kernel'}
+floe_re=${FLOE_PROFILE_KERNELS:-'fwd_kernel|bwd_kernel|bwd_wide_kernel'}
 peer_re=${FLOE_PROFILE_PEERS:-'flash_fwd_kernel|flash_bwd_dq_dk_dv'}
 engine=${FLOE_PROFILE_ENGINE:-sm80}
 

@@ -303,6 +303,39 @@ TEST(Sm90BwdPlan, D256ServedAndDeterministicOnlyWhenOptedIn) {
   }
 }
 
+// The held-back epilogue knobs (bwd_kv_epilogue.cuh, the reducer's exit): named in the plan line
+// when set to 1, silent at 0 or unset, a decline naming the value otherwise.
+TEST(Sm90BwdPlan, EpilogueKnobsAreNamedAndCheckedButOffByDefault) {
+  const Problem p = Problem::backward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16);
+  if (!built(p)) GTEST_SKIP() << "sm90's d128 backward is not in this build";
+  const test::ScopedEnv staged("FLOE_SM90_BWD_STAGED_OUT", nullptr);
+  const test::ScopedEnv early("FLOE_SM90_BWD_EARLY_EXIT", nullptr);
+  auto explain = [&](const Problem& problem) {
+    auto plan = Plan::build(problem, Target::cuda_arch(90));
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    return plan.ok() ? plan->explain() : std::string();
+  };
+  const std::string staged_text = "; dK and dV staged through shared memory, 16-byte stores";
+  const std::string early_text = "; the dQ reducer leaves once its last adds are read";
+  EXPECT_EQ(explain(p).find(staged_text), std::string::npos);
+  EXPECT_EQ(explain(p).find(early_text), std::string::npos);
+  staged.set("1");
+  early.set("1");
+  EXPECT_NE(explain(p).find(staged_text), std::string::npos) << explain(p);
+  EXPECT_NE(explain(p).find(early_text), std::string::npos) << explain(p);
+  Problem det = p;
+  det.set_deterministic();
+  EXPECT_EQ(explain(det).find(early_text), std::string::npos) << explain(det);
+  staged.set("0");
+  EXPECT_EQ(explain(p).find(staged_text), std::string::npos);
+  early.set("on");
+  auto plan = Plan::build(p, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const EngineVerdict* v = verdict_of(*plan, "sm90");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->reason, "FLOE_SM90_BWD_EARLY_EXIT=on: must be 0 or 1");
+}
+
 TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {
   for (const Declined& d : declined_problems()) {
     SCOPED_TRACE(d.name);

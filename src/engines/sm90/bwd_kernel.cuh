@@ -23,6 +23,7 @@
 
 #include "engines/sm90/bulk_reduce.cuh"
 #include "engines/sm90/bwd_dq_order.cuh"
+#include "engines/sm90/bwd_kv_epilogue.cuh"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_producer.cuh"
 #include "engines/sm90/bwd_scores.cuh"
@@ -105,7 +106,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
           dq_pass_turn(dq_semaphore(p, b, at.h, at.m_block));
         }
       }
-      bulk_wait_group<0>();
+      // The last adds: read (the buffers may go), and written unless early_exit (the kernel's end
+      // orders them before the next launch either way; FLOE_SM90_BWD_EARLY_EXIT=1, held back).
+      if (p.early_exit && !ordered) {
+        bulk_wait_group_read<0>();
+      } else {
+        bulk_wait_group<0>();
+      }
     }
     return;
   }
@@ -309,10 +316,25 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     Barrier::arrive(&ss.do_empty[stage]);
   }
 
-  // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros).
-  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
+  // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros); staged or
+  // direct (bwd_kv_epilogue.cuh).
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
+  if (p.staged_out) {
+    // Every consumer past its last product: K and V are dead.
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    stage_accumulator<Element, typename T::SmemLayoutK>(mma_dkv, acc_dk, p.scale, ss.k.data(),
+                                                        ctid);
+    stage_accumulator<Element, typename T::SmemLayoutV>(mma_dv, acc_dv, 1.f, ss.v.data(), ctid);
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    const int rows = min(T::kBlockN, p.s_kv - n0);
+    store_swizzled_rows<T::kBlockN, T::kD, T::kConsumerThreads>(
+        ss.k.data(), dk + static_cast<int64_t>(n0) * p.dk_strides.s, p.dk_strides.s, rows, ctid);
+    store_swizzled_rows<T::kBlockN, T::kDv, T::kConsumerThreads>(
+        ss.v.data(), dv + static_cast<int64_t>(n0) * p.dv_strides.s, p.dv_strides.s, rows, ctid);
+    return;
+  }
+  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
   using Pair = cute::array<Element, 2>;
   // Equal head dims: dK and dV share one partition and one loop (the d64 / d128 tiles' code).
   if constexpr (T::kDv == T::kD) {

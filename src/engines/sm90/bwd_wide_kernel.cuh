@@ -17,6 +17,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bwd_dq_order.cuh"
+#include "engines/sm90/bwd_kv_epilogue.cuh"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_producer.cuh"
 #include "engines/sm90/bwd_scores.cuh"
@@ -234,10 +235,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     Barrier::arrive(&ss.do_empty[stage]);
   }
 
-  // dK = scale * dS^T Q and dV, this warpgroup's half of d, rows below s_kv.
-  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(typename T::TileKV{}));
+  // dK = scale * dS^T Q and dV, this warpgroup's half of d, rows below s_kv; staged or direct
+  // (bwd_kv_epilogue.cuh).
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
+  if (p.staged_out) {
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    stage_accumulator<Element, typename T::SmemLayoutK>(mma_dkv, acc_dk, p.scale, ss.k.data(),
+                                                        ctid);
+    stage_accumulator<Element, typename T::SmemLayoutV>(mma_dkv, acc_dv, 1.f, ss.v.data(), ctid);
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    const int rows = min(T::kBlockN, p.s_kv - n0);
+    store_swizzled_rows<T::kBlockN, T::kD, T::kConsumerThreads>(
+        ss.k.data(), dk + static_cast<int64_t>(n0) * p.dk_strides.s, p.dk_strides.s, rows, ctid);
+    store_swizzled_rows<T::kBlockN, T::kDv, T::kConsumerThreads>(
+        ss.v.data(), dv + static_cast<int64_t>(n0) * p.dv_strides.s, p.dv_strides.s, rows, ctid);
+    return;
+  }
+  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(typename T::TileKV{}));
   using Pair = cute::array<Element, 2>;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); i += 2) {
