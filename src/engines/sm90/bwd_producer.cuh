@@ -16,6 +16,8 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bwd_params.h"
+#include "kernels/band_tiles.cuh"
+#include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
 
@@ -65,6 +67,31 @@ struct VisitCursor {
     }
   }
 };
+
+// A main kernel's CTA: its key tile (from blockIdx), the batch's lengths, the query tiles that see
+// its keys and the visits over them.
+struct KeyTileVisits {
+  kernels::KeyTile tile;
+  int sq_b, skv_b, n0;
+  kernels::QueryTiles qt;
+  Visits visits;
+};
+
+template <class T>
+__device__ __forceinline__ KeyTileVisits key_tile_visits(const BwdParams& p) {
+  KeyTileVisits k;
+  k.tile = kernels::KeyTileScheduler::tile(p.key_tiles, blockIdx.x);
+  k.sq_b = p.lens.q_len(k.tile.b, p.s_q);
+  k.skv_b = p.lens.kv_len(k.tile.b, p.s_kv);
+  k.n0 = k.tile.n_block * T::kBlockN;
+  if (k.n0 < k.skv_b) {
+    k.qt = kernels::query_tiles(p.score.mask, p.score.has_mask, k.n0,
+                                min(k.n0 + T::kBlockN, k.skv_b) - 1, k.sq_b, k.skv_b, T::kBlockM);
+  }
+  const int n_m = k.qt.empty() ? 0 : k.qt.end - k.qt.begin;
+  k.visits = Visits{k.tile.h_kv * p.group, k.qt.begin, n_m, n_m * p.group};
+  return k;
+}
 
 // The barriers of K/V and of the Q/dO ring (one thread; the caller fences the init).
 template <class T, class Storage>

@@ -60,17 +60,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     cutlass::arch::fence_barrier_init();
   }
 
-  const kernels::KeyTile tile = kernels::KeyTileScheduler::tile(p.key_tiles, blockIdx.x);
-  const int n_block = tile.n_block, h_kv = tile.h_kv, b = tile.b;
-  const int sq_b = p.lens.q_len(b, p.s_q), skv_b = p.lens.kv_len(b, p.s_kv);
-  const int n0 = n_block * T::kBlockN;
-  kernels::QueryTiles qt;
-  if (n0 < skv_b) {
-    qt = kernels::query_tiles(p.score.mask, p.score.has_mask, n0, min(n0 + T::kBlockN, skv_b) - 1,
-                              sq_b, skv_b, T::kBlockM);
-  }
-  const int n_m = qt.empty() ? 0 : qt.end - qt.begin;
-  const Visits visits{h_kv * p.group, qt.begin, n_m, n_m * p.group};
+  const KeyTileVisits kt = key_tile_visits<T>(p);
+  const int n_block = kt.tile.n_block, h_kv = kt.tile.h_kv, b = kt.tile.b;
+  const int sq_b = kt.sq_b, skv_b = kt.skv_b, n0 = kt.n0;
+  const kernels::QueryTiles qt = kt.qt;
+  const Visits visits = kt.visits;
   __syncthreads();  // the barriers are initialised
 
   if (warpgroup == 0) {
@@ -240,16 +234,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
   if (p.staged_out) {
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
-    stage_accumulator<Element, typename T::SmemLayoutK>(mma_dkv, acc_dk, p.scale, ss.k.data(),
-                                                        ctid);
-    stage_accumulator<Element, typename T::SmemLayoutV>(mma_dkv, acc_dv, 1.f, ss.v.data(), ctid);
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
-    const int rows = min(T::kBlockN, p.s_kv - n0);
-    store_swizzled_rows<T::kBlockN, T::kD, T::kConsumerThreads>(
-        ss.k.data(), dk + static_cast<int64_t>(n0) * p.dk_strides.s, p.dk_strides.s, rows, ctid);
-    store_swizzled_rows<T::kBlockN, T::kDv, T::kConsumerThreads>(
-        ss.v.data(), dv + static_cast<int64_t>(n0) * p.dv_strides.s, p.dv_strides.s, rows, ctid);
+    staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dkv, acc_dv, dk, dv, n0, ctid);
     return;
   }
   Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(typename T::TileKV{}));
