@@ -256,42 +256,25 @@ std::vector<Declined> declined_problems() {
   return out;
 }
 
-// d256 (the wide kernel, bwd_wide_kernel.cuh): served, and in the deterministic mode only with
-// FLOE_SM90_BWD_D256=1; served, the plan names its tile and scheme, or, in the ci kernel set, says
-// that the kernel is not built.
-TEST(Sm90BwdPlan, D256ServedAndDeterministicOnlyWhenOptedIn) {
+// d256 (the wide kernel, bwd_wide_kernel.cuh): served in both modes (its deterministic mode
+// repeated bitwise on the H200 in session 14); the plan names its tile and scheme, or, in the ci
+// kernel set, says that the kernel is not built.
+TEST(Sm90BwdPlan, D256ServedInBothModes) {
   const Problem p = Problem::backward(Shape{2, 4, 2, 300, 500, 256, 256}, DType::bf16)
                         .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})
                         .set_seq_len_kv();
-  const test::ScopedEnv knob("FLOE_SM90_BWD_D256", nullptr);
-  auto sm90_verdict = [&](const Problem& problem) {
-    auto plan = Plan::build(problem, Target::cuda_arch(90));
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    const EngineVerdict* v = plan.ok() ? verdict_of(*plan, "sm90") : nullptr;
-    EXPECT_NE(v, nullptr);
-    return v != nullptr ? *v : EngineVerdict{};
-  };
   Problem det = p;
   det.set_deterministic();
-  const std::string held =
-      "head dim 256, deterministic: sm90's d256 backward is held back in the "
-      "deterministic mode until its bitwise repeats have been checked on a "
-      "GPU (FLOE_SM90_BWD_D256=1 opts in)";
-  EXPECT_EQ(sm90_verdict(det).reason, held);
-  knob.set("0");
-  EXPECT_EQ(sm90_verdict(det).reason, held);
-  knob.set("2");
-  EXPECT_EQ(sm90_verdict(p).reason, "FLOE_SM90_BWD_D256=2: must be 0 or 1");
-  knob.set(nullptr);
-  if (!built(p)) {
-    EXPECT_EQ(sm90_verdict(p).reason,
-              "kernel not built in the ci kernel set (backward tile d256, bf16)");
-    return;
-  }
-  for (bool opted_in : {false, true}) {
-    knob.set(opted_in ? "1" : nullptr);
-    auto plan = Plan::build(opted_in ? det : p, Target::cuda_arch(90));
+  for (const Problem& problem : {p, det}) {
+    SCOPED_TRACE(problem.deterministic() ? "deterministic" : "default");
+    auto plan = Plan::build(problem, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
+    if (!built(p)) {
+      const EngineVerdict* v = verdict_of(*plan, "sm90");
+      ASSERT_NE(v, nullptr);
+      EXPECT_EQ(v->reason, "kernel not built in the ci kernel set (backward tile d256, bf16)");
+      continue;
+    }
     EXPECT_EQ(plan->engine(), "sm90");
     const std::string text = plan->explain();
     EXPECT_NE(text.find("sm90_bwd_d256_bf16: tile d256, 64 keys per CTA x 64-query visits"),
@@ -300,40 +283,8 @@ TEST(Sm90BwdPlan, D256ServedAndDeterministicOnlyWhenOptedIn) {
     EXPECT_NE(text.find("both consumer warpgroups on the keys, d split between them"),
               std::string::npos)
         << text;
+    EXPECT_EQ(text.find("; deterministic:") != std::string::npos, problem.deterministic()) << text;
   }
-}
-
-// The held-back epilogue knobs (bwd_kv_epilogue.cuh, the reducer's exit): named in the plan line
-// when set to 1, silent at 0 or unset, a decline naming the value otherwise.
-TEST(Sm90BwdPlan, EpilogueKnobsAreNamedAndCheckedButOffByDefault) {
-  const Problem p = Problem::backward(Shape{2, 4, 4, 300, 500, 128, 128}, DType::bf16);
-  if (!built(p)) GTEST_SKIP() << "sm90's d128 backward is not in this build";
-  const test::ScopedEnv staged("FLOE_SM90_BWD_STAGED_OUT", nullptr);
-  const test::ScopedEnv early("FLOE_SM90_BWD_EARLY_EXIT", nullptr);
-  auto explain = [&](const Problem& problem) {
-    auto plan = Plan::build(problem, Target::cuda_arch(90));
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    return plan.ok() ? plan->explain() : std::string();
-  };
-  const std::string staged_text = "; dK and dV staged through shared memory, 16-byte stores";
-  const std::string early_text = "; the dQ reducer leaves once its last adds are read";
-  EXPECT_EQ(explain(p).find(staged_text), std::string::npos);
-  EXPECT_EQ(explain(p).find(early_text), std::string::npos);
-  staged.set("1");
-  early.set("1");
-  EXPECT_NE(explain(p).find(staged_text), std::string::npos) << explain(p);
-  EXPECT_NE(explain(p).find(early_text), std::string::npos) << explain(p);
-  Problem det = p;
-  det.set_deterministic();
-  EXPECT_EQ(explain(det).find(early_text), std::string::npos) << explain(det);
-  staged.set("0");
-  EXPECT_EQ(explain(p).find(staged_text), std::string::npos);
-  early.set("on");
-  auto plan = Plan::build(p, Target::cuda_arch(90));
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  const EngineVerdict* v = verdict_of(*plan, "sm90");
-  ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->reason, "FLOE_SM90_BWD_EARLY_EXIT=on: must be 0 or 1");
 }
 
 TEST(Sm90BwdPlan, DeclinesWithTheExactReasonAndAnotherEngineServes) {

@@ -403,7 +403,7 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernel) {
       {"ragged q, pages of 16",
        Problem::forward(s, DType::bf16).set_ragged_q(400).set_paged_kv(16, 100),
        "; ragged q (rows at each slot's offset, writes within the slot); paged kv (pages of 16 "
-       "rows, boxes of 16 from the block table)",
+       "rows, boxes of 16 from the block table, a tile's pages read together)",
        nullptr},
       {"dense q with lengths, pages of 256, causal",
        Problem::forward(s, DType::bf16)
@@ -437,15 +437,13 @@ TEST(Sm90Plan, PagedKvTakesTheServingKernel) {
   }
 }
 
-// FLOE_SM90_PAGED_BATCH=1 (held back until it has run on a GPU): a paged tile's pages read
-// together where pages are smaller than the tile and it has at most 8 boxes (pages of 16 and up
-// at d128; not 8, nor pages as large as the tile); unset or 0, per box; any other value declines.
-TEST(Sm90Plan, PagedBatchedLookupsOnlyWhenOptedIn) {
+// A paged tile's pages read together where pages are smaller than the tile and it has at most 8
+// boxes (pages of 16 and up at d128); not pages of 8 (16 boxes), nor pages as large as the tile.
+TEST(Sm90Plan, PagedLookupsBatchedWherePagesAreSmallerThanTheTile) {
   if (detail::sm90::find_fwd_serving_kernel(detail::sm90::FwdTile::d128, DType::bf16) == nullptr) {
     GTEST_SKIP() << "sm90's d128 serving kernel is not in this build";
   }
   const Shape s{3, 4, 2, 150, 512, 128, 128};
-  const test::ScopedEnv knob("FLOE_SM90_PAGED_BATCH", nullptr);
   auto explain = [&](int64_t page, int64_t pages) {
     auto plan = Plan::build(Problem::forward(s, DType::bf16).set_paged_kv(page, pages),
                             Target::cuda_arch(90));
@@ -453,8 +451,6 @@ TEST(Sm90Plan, PagedBatchedLookupsOnlyWhenOptedIn) {
     return plan.ok() ? plan->explain() : std::string();
   };
   const std::string together = ", a tile's pages read together)";
-  EXPECT_EQ(explain(16, 100).find(together), std::string::npos);
-  knob.set("1");
   for (int64_t page : {16, 32, 64}) {
     SCOPED_TRACE(page);
     EXPECT_NE(explain(page, 3 * 512 / page)
@@ -468,15 +464,6 @@ TEST(Sm90Plan, PagedBatchedLookupsOnlyWhenOptedIn) {
     EXPECT_EQ(text.find(together), std::string::npos) << text;
     EXPECT_NE(text.find("plan: sm90_fwd_serving_d128_bf16"), std::string::npos) << text;
   }
-  knob.set("0");
-  EXPECT_EQ(explain(16, 100).find(together), std::string::npos);
-  knob.set("yes");
-  auto plan =
-      Plan::build(Problem::forward(s, DType::bf16).set_paged_kv(16, 100), Target::cuda_arch(90));
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  const EngineVerdict* v = verdict_of(*plan, "sm90");
-  ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->reason, "FLOE_SM90_PAGED_BATCH=yes: must be 0 or 1");
 }
 
 // The TMA views of Q-, K- and V-shaped tensors (sm90_rules.cc's tma_tensor): dense [b, h, s, d],

@@ -124,8 +124,7 @@ std::vector<NamedProblem> deterministic_problems(Direction dir) {
   if (dir == Direction::forward) capped["stats"] = true;
   out.push_back({"sm90-softcap-sink-gqa-causal-padding", capped});
   // d256 (the wide kernel: 64-key tiles, dQ added from registers by the turn keeper's order): 11
-  // key tiles, up to 11 visitors a query tile. sm90 serves it deterministic only with
-  // FLOE_SM90_BWD_D256=1 (gpu-check.sh's held-back step), sm80 otherwise.
+  // key tiles, up to 11 visitors a query tile.
   json wide256 = problem_json(dir, "bf16", 2, 4, 2, 300, 700, 256, 256);
   wide256["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
   wide256["seq_len_kv"] = {700, 455};

@@ -100,13 +100,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
           dq_pass_turn(dq_semaphore(p, b, at.h, at.m_block));
         }
       }
-      // The last adds: read (the buffers may go), and written unless early_exit (the kernel's end
-      // orders them before the next launch either way; FLOE_SM90_BWD_EARLY_EXIT=1, held back).
-      if (p.early_exit && !ordered) {
-        bulk_wait_group_read<0>();
-      } else {
-        bulk_wait_group<0>();
-      }
+      bulk_wait_group<0>();  // the last adds written before the CTA's smem goes
     }
     return;
   }
@@ -310,49 +304,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     Barrier::arrive(&ss.do_empty[stage]);
   }
 
-  // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros); staged or
-  // direct (bwd_kv_epilogue.cuh).
+  // dK = scale * dS^T Q and dV, rows below s_kv (the batch's padding rows get zeros), staged
+  // through shared memory (bwd_kv_epilogue.cuh).
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
-  if (p.staged_out) {
-    staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dv, acc_dv, dk, dv, n0, ctid);
-    return;
-  }
-  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(TileKV{}));
-  using Pair = cute::array<Element, 2>;
-  // Equal head dims: dK and dV share one partition and one loop (the d64 / d128 tiles' code).
-  if constexpr (T::kDv == T::kD) {
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dk); i += 2) {
-      const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
-      if (row < p.s_kv) {
-        Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
-                static_cast<Element>(acc_dk(i + 1) * p.scale)};
-        Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
-        *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) = k2;
-        *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) = v2;
-      }
-    }
-  } else {
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dk); i += 2) {
-      const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
-      if (row < p.s_kv) {
-        *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) =
-            Pair{static_cast<Element>(acc_dk(i) * p.scale),
-                 static_cast<Element>(acc_dk(i + 1) * p.scale)};
-      }
-    }
-    Tensor tdVc = thr_dv.partition_C(make_identity_tensor(TileV{}));
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dv); i += 2) {
-      const int row = n0 + get<0>(tdVc(i)), col = get<1>(tdVc(i));
-      if (row < p.s_kv) {
-        *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) =
-            Pair{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
-      }
-    }
-  }
+  staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dv, acc_dv, dk, dv, n0, ctid);
 #endif
 }
 

@@ -71,13 +71,6 @@ struct BwdParams {
   const float* sink = nullptr;
   float* dsink = nullptr;
   int64_t sink_stride = 0, dsink_stride = 0;
-
-  // Held back until timed (bwd_plan.cc's knobs; after the rest for the same reason): dK and dV
-  // staged through shared memory and stored 16 bytes a thread (bwd_kv_epilogue.cuh,
-  // FLOE_SM90_BWD_STAGED_OUT=1); the dQ reducer leaving once its last adds have been read, not
-  // written (default mode only, FLOE_SM90_BWD_EARLY_EXIT=1).
-  int32_t staged_out = 0;
-  int32_t early_exit = 0;
 };
 
 }  // namespace floe::detail::sm90

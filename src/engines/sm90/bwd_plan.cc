@@ -24,10 +24,8 @@ namespace {
 
 struct BwdChoice {
   BwdTile tile = BwdTile::d128;
-  bool softcap = false;     // the softcap main kernel
-  bool dsink = false;       // a dSink step (a sink without dsink needs nothing: it is in the LSE)
-  bool staged_out = false;  // FLOE_SM90_BWD_STAGED_OUT=1
-  bool early_exit = false;  // FLOE_SM90_BWD_EARLY_EXIT=1
+  bool softcap = false;  // the softcap main kernel
+  bool dsink = false;    // a dSink step (a sink without dsink needs nothing: it is in the LSE)
   const BwdKernel* kernel = nullptr;
 };
 
@@ -60,29 +58,6 @@ std::string choose_tile_override(BwdTile* tile, bool* forced) {
   return "";
 }
 
-// The d256 (wide) kernel passed the sm90-pinned quick battery on the H200 (session 13: 207 cases,
-// every variant); its deterministic mode still has to show bitwise repeats on a GPU, so that mode
-// is held back: FLOE_SM90_BWD_D256=1 opts in, and without it sm80 serves deterministic d256.
-std::string check_wide_deterministic(const Facts& f) {
-  const char* env = std::getenv("FLOE_SM90_BWD_D256");
-  const std::string value = env != nullptr ? env : "";
-  if (value != "" && value != "0" && value != "1") {
-    return "FLOE_SM90_BWD_D256=" + value + ": must be 0 or 1";
-  }
-  if (!f.deterministic || value == "1") return "";
-  return "head dim 256, deterministic: sm90's d256 backward is held back in the deterministic "
-         "mode until its bitwise repeats have been checked on a GPU (FLOE_SM90_BWD_D256=1 opts in)";
-}
-
-// A held-back knob of 0 or 1 (unset: 0): *on says which; any other value declines, naming it.
-std::string knob_01(const char* name, bool* on) {
-  const char* env = std::getenv(name);
-  const std::string value = env != nullptr ? env : "";
-  *on = value == "1";
-  if (value.empty() || value == "0" || value == "1") return "";
-  return std::string(name) + "=" + value + ": must be 0 or 1";
-}
-
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
@@ -93,9 +68,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
     return "head dims d_qk = " + std::to_string(f.d_qk) + ", d_v = " + std::to_string(f.d_v) +
            ": sm90's backward has tiles for d_qk = d_v = 64, 128 or 256 and for d_qk 192 / d_v "
            "128 only";
-  }
-  if (c.tile == BwdTile::d256) {
-    if (std::string why = check_wide_deterministic(f); !why.empty()) return why;
   }
   if (c.tile == BwdTile::d128) c.tile = d128_tile(f);
   bool forced = false;
@@ -122,13 +94,6 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   }
   c.softcap = f.has_softcap;
   c.dsink = f.has(TensorId::dsink);
-  // Held back until timed on a GPU (bwd_kv_epilogue.cuh, bwd_kernel.cuh's reducer).
-  if (std::string why = knob_01("FLOE_SM90_BWD_STAGED_OUT", &c.staged_out); !why.empty()) {
-    return why;
-  }
-  if (std::string why = knob_01("FLOE_SM90_BWD_EARLY_EXIT", &c.early_exit); !why.empty()) {
-    return why;
-  }
   c.kernel = find_bwd_kernel(c.tile, f.dtype, c.softcap, c.dsink);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (backward tile ") + shape.name +
@@ -182,8 +147,6 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.s_q_pad = p.num_m_blocks * shape.block_m;
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
   p.deterministic = f.deterministic;
-  p.staged_out = c.staged_out ? 1 : 0;
-  p.early_exit = c.early_exit ? 1 : 0;
   // Deterministic: sections of (kv head, batch) pairs whose Q and dO (every query head of the
   // group) fit in kSectionL2Bytes together, so that a wave of CTAs holds the highest key tiles of
   // several pairs rather than all key tiles of one (whose chain of turns would idle the wave).
@@ -276,10 +239,6 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
                      "through shared memory, dQ added from registers)"
                    : "") +
            score_mods() +
-           (params_.staged_out ? "; dK and dV staged through shared memory, 16-byte stores" : "") +
-           (params_.early_exit && !params_.deterministic
-                ? "; the dQ reducer leaves once its last adds are read"
-                : "") +
            (params_.deterministic
                 ? "; deterministic: each query tile's dQ added by its key tiles in a fixed order "
                   "(highest first, the grid launching them highest first, " +

@@ -41,12 +41,11 @@ struct BwdTileShape {
 // before 80 rows replaced it (H200, bf16, BACKWARD.md): causal S 512 164 TFLOP/s (64 rows, order
 // dV dK dQ) against 153 (80 rows, dQ first); S 16k causal in the dev harness 569 (64 rows, dV dQ
 // dK, this tile's order) against 572 (80 rows). FlashAttention 4 picks 64 rows for
-// causal and local d128. Chosen only by FLOE_SM90_BWD_TILE=d128m64 until it has been timed through
-// the library beside d128 (bwd_plan.cc); after d128 in the table, so that bwd_tile_for finds d128.
+// causal and local d128. Chosen by key count and mask as timed through the library (bwd_plan.cc's
+// d128_tile); after d128 in the table, so that bwd_tile_for finds d128.
 // d256 (wide): 64 keys a CTA, 64-query visits, P^T and dS^T through shared memory (two buffers),
 // dQ by vector reductions from registers: K, V 32 KB each, Q and dO 2 x 32 KB each, P^T and dS^T
-// 2 x 8 KB each, 225 KB in all (bwd_wide_traits.cuh). Held back behind FLOE_SM90_BWD_D256=1
-// until it has run on a GPU (bwd_plan.cc).
+// 2 x 8 KB each, 225 KB in all (bwd_wide_traits.cuh).
 inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
     {"d64", 64, 128, 128, 2, true},
     {"d128", 128, 80, 128, 2, true},

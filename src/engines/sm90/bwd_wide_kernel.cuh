@@ -229,27 +229,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     Barrier::arrive(&ss.do_empty[stage]);
   }
 
-  // dK = scale * dS^T Q and dV, this warpgroup's half of d, rows below s_kv; staged or direct
-  // (bwd_kv_epilogue.cuh).
+  // dK = scale * dS^T Q and dV, this warpgroup's half of d, rows below s_kv, staged through
+  // shared memory (bwd_kv_epilogue.cuh).
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
-  if (p.staged_out) {
-    staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dkv, acc_dv, dk, dv, n0, ctid);
-    return;
-  }
-  Tensor tdKVc = thr_dkv.partition_C(make_identity_tensor(typename T::TileKV{}));
-  using Pair = cute::array<Element, 2>;
-  CUTE_UNROLL
-  for (int i = 0; i < size(acc_dk); i += 2) {
-    const int row = n0 + get<0>(tdKVc(i)), col = get<1>(tdKVc(i));
-    if (row < p.s_kv) {
-      Pair k2{static_cast<Element>(acc_dk(i) * p.scale),
-              static_cast<Element>(acc_dk(i + 1) * p.scale)};
-      Pair v2{static_cast<Element>(acc_dv(i)), static_cast<Element>(acc_dv(i + 1))};
-      *reinterpret_cast<Pair*>(dk + row * p.dk_strides.s + col) = k2;
-      *reinterpret_cast<Pair*>(dv + row * p.dv_strides.s + col) = v2;
-    }
-  }
+  staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dkv, acc_dv, dk, dv, n0, ctid);
 #endif
 }
 

@@ -77,8 +77,7 @@ struct FwdParams {
   int32_t paged_box_rows = 0;
   // 1: a key tile's pages read from the block table together before its first box, and shared by
   // K's and V's boxes (PagedBoxes, fwd_mainloop.cuh); the plan sets it where pages are smaller than
-  // the tile and it has at most kPagedBatchMaxBoxes boxes, held back behind FLOE_SM90_PAGED_BATCH=1
-  // until it has run on a GPU (fwd_plan.cc).
+  // the tile and it has at most kPagedBatchMaxBoxes boxes (fwd_plan.cc).
   int32_t paged_batched = 0;
 };
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written in session 13 for the next device session (not yet run): what session 13 left held back
+# Written in session 13, run in session 14 (H200, cdd03a4; its results: BACKWARD.md, the sm90 README): what session 13 left held back
 # or unmeasured, on one build of the full kernel set for sm_90a, every step capped, in order of
 # what unlocks most:
 #   1. the held-back step with every held-back knob set (FLOE_SM90_BWD_D256=1: d256's deterministic
@@ -11,10 +11,10 @@
 #      dim), the batched page lookups on the paged chunked prefill
 #   4. an ncu profile of the wide kernel at d256 S 16k (BACKWARD.md's "d256: the wide kernel")
 # Run detached (scripts/detach.sh) across two calls: about 15 minutes in all.
-#   scripts/sessions/pending-s14.sh RESULTS_DIR
+#   scripts/sessions/2026-12-02-s14a.sh RESULTS_DIR
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-R=${1:?usage: pending-s14.sh RESULTS_DIR}
+R=${1:?usage: 2026-12-02-s14a.sh RESULTS_DIR}
 B=/tmp/floe-b14
 mkdir -p "$R"
 check() { timeout "$1" "$root/scripts/gpu-check.sh" "${@:2}" --build-dir "$B"; }
