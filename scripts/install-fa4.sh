@@ -9,10 +9,16 @@ case "${1:-}" in
     mkdir -p /tmp/fa4 && cp "$root"/.deps/fa4/a/* /tmp/fa4/
     echo "install-fa4: part a in /tmp/fa4" ;;
   part-b)
-    [ -f /tmp/fa4/big.part.aa ] || { echo "install-fa4: no /tmp/fa4/big.part.aa (part-a ran on another machine?)" >&2; exit 1; }
-    cat /tmp/fa4/big.part.aa "$root/.deps/fa4/b/big.part.ab" >"/tmp/fa4/$(cat "$root/.deps/fa4/b/big-wheel-name")"
-    rm /tmp/fa4/big.part.aa
+    # The split halves are *.part.aa / *.part.ab (stage-fa4.sh names them big.part.*; an older
+    # staging named them after the wheel's suffix, cu13.part.*).
+    first=$(ls /tmp/fa4/*.part.aa 2>/dev/null | head -1)
+    second=$(ls "$root"/.deps/fa4/b/*.part.ab 2>/dev/null | head -1)
+    [ -n "$first" ] || { echo "install-fa4: no /tmp/fa4/*.part.aa (part-a ran on another machine?)" >&2; exit 1; }
+    [ -n "$second" ] || { echo "install-fa4: no .deps/fa4/b/*.part.ab (carry .deps/fa4/b)" >&2; exit 1; }
+    cat "$first" "$second" >"/tmp/fa4/$(cat "$root/.deps/fa4/b/big-wheel-name")"
+    rm "$first"
     python3 -m pip install -q --no-deps --target /tmp/fa4site /tmp/fa4/*.whl
+    touch /tmp/fa4site/.complete  # what a job waiting for the site looks for
     echo "install-fa4: installed into /tmp/fa4site" ;;
   *) echo "usage: install-fa4.sh part-a|part-b" >&2; exit 2 ;;
 esac
