@@ -160,7 +160,8 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
 }
 
 // d128's tile (bwd_plan.cc's d128_tile, measured): 64 query rows for a band with a right bound
-// (causal) and for up to 4k keys, 80 rows for longer keys without one; the ci kernel set, which
+// (causal) and for up to 4k keys, 80 rows for longer keys without one and in the deterministic
+// mode without one; the ci kernel set, which
 // has 80 rows only, serves those too. FLOE_SM90_BWD_TILE=d128 | d128m64 forces either (a forced
 // tile the build lacks is named), other head dims keep their tiles, any other value declines.
 TEST(Sm90BwdPlan, D128TakesItsTileByMaskAndLengthAndTheKnobForcesOne) {
@@ -188,6 +189,13 @@ TEST(Sm90BwdPlan, D128TakesItsTileByMaskAndLengthAndTheKnobForcesOne) {
     EXPECT_NE(explain(*p).find(m64_built ? rows64 : rows80), std::string::npos) << explain(*p);
   }
   EXPECT_NE(explain(long_keys).find(rows80), std::string::npos) << explain(long_keys);
+  Problem short_keys_det = short_keys;
+  short_keys_det.set_deterministic();
+  EXPECT_NE(explain(short_keys_det).find(rows80), std::string::npos) << explain(short_keys_det);
+  Problem causal_det = causal;
+  causal_det.set_deterministic();
+  EXPECT_NE(explain(causal_det).find(m64_built ? rows64 : rows80), std::string::npos)
+      << explain(causal_det);
   knob.set("d128");
   EXPECT_NE(explain(causal).find(rows80), std::string::npos) << explain(causal);
   knob.set("d128m64");

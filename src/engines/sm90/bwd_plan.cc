@@ -37,9 +37,14 @@ struct BwdChoice {
 // win up to 4k keys, where a visit's fixed cost weighs more than 80 rows' fewer visits.
 constexpr int64_t kM64MaxKeysUnbounded = 4096;
 
+// The deterministic mode keeps 80 rows without a right bound: its cost is a chain of turns per
+// query tile, and 64 rows make a fifth more of them. H200, b4 h16 s4096 d128 bf16: deterministic
+// on 80 rows 2.600 / 2.607 ms (c8d42a4, two rounds), on 64 rows 2.831 (eb60f54's official run,
+// where the default on 64 rows took 2.422). Right-bounded bands were not measured: 64 rows there.
 BwdTile d128_tile(const Facts& f) {
   const bool right_bound = f.mask.right.has_value() && !f.mask.left.has_value();
-  return right_bound || f.s_kv <= kM64MaxKeysUnbounded ? BwdTile::d128_m64 : BwdTile::d128;
+  if (right_bound) return BwdTile::d128_m64;
+  return !f.deterministic && f.s_kv <= kM64MaxKeysUnbounded ? BwdTile::d128_m64 : BwdTile::d128;
 }
 
 // FLOE_SM90_BWD_TILE = d128 | d128m64 picks d128's tile at plan time (the A/B knob); unset, as
