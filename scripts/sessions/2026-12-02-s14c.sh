@@ -3,7 +3,8 @@
 # 1.17x the default's time in session 14's official run (1.05x in session 12's), and where the
 # d128 main loop waits at S 16k (issue 14's 640 TFLOP/s goal). The ci kernel set (sm90's d128
 # tiles: the 80-row one), so the build is short:
-#   1. d128 S 4096 backward, default and deterministic, on the 80-row tile (FLOE_SM90_BWD_TILE=d128;
+#   1. d128 S 4096 backward, default and deterministic (run in session 14 without --b 4: the
+#      default line then ran the sweep and printed nothing), on the 80-row tile (FLOE_SM90_BWD_TILE=d128;
 #      the official run's point took the 64-row tile, not in this set), two rounds
 #   2. ncu (full set, clocks left alone) of the sm90 bwd_kernel: deterministic S 4096, then the
 #      default at S 16k (b1 h16), with per-instruction warp-state samples
@@ -25,7 +26,7 @@ stamp det-d128
 for round in 1 2; do
   for det in "" "--deterministic"; do
     # shellcheck disable=SC2086
-    FLOE_SM90_BWD_TILE=d128 timeout 60 "$floe" bench --direction bwd --engine sm90 $det 2>&1 |
+    FLOE_SM90_BWD_TILE=d128 timeout 60 "$floe" bench --direction bwd --engine sm90 --b 4 $det 2>&1 |
       grep -E '^\[1/1\]' | sed "s/^/r$round /"
   done
 done | tee "$R/det-d128.txt"
