@@ -161,9 +161,9 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
 
 // d128's tile (bwd_plan.cc's d128_tile, measured): 64 query rows for a band with a right bound
 // (causal) and for up to 4k keys, 80 rows for longer keys without one and in the deterministic
-// mode without one; the ci kernel set, which
-// has 80 rows only, serves those too. FLOE_SM90_BWD_TILE=d128 | d128m64 forces either (a forced
-// tile the build lacks is named), other head dims keep their tiles, any other value declines.
+// mode without one; the ci kernel set, which has 80 rows only, serves those too.
+// FLOE_SM90_BWD_TILE=d128 | d128m64 forces either (a forced tile the build lacks is named), other
+// head dims keep their tiles, any other value declines.
 TEST(Sm90BwdPlan, D128TakesItsTileByMaskAndLengthAndTheKnobForcesOne) {
   const Mask causal_mask{MaskAlign::bottom_right, std::nullopt, 0};
   const Problem causal =

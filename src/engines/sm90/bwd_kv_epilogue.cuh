@@ -50,14 +50,14 @@ __device__ __forceinline__ void stage_accumulator(const Mma& mma, const Acc& acc
   cute::copy(r2s, thr.retile_S(r), thr.partition_D(s));
 }
 
-// The staged way, whole: every consumer past its last product (K and V are dead), dK (times
-// scale) over the K tile and dV over the V tile, then both out to rows [n0, s_kv). mma_dk and
-// mma_dv are the MMAs whose accumulators acc_dk and acc_dv are (the same one where d_v = d).
+// The whole epilogue: every consumer past its last product (K and V are dead), dK (times scale)
+// over the K tile and dV over the V tile, then both out to rows [n0, s_kv). mma_dk and mma_dv are
+// the MMAs whose accumulators acc_dk and acc_dv are (the same one where d_v = d).
 template <class T, class Storage, class MmaK, class AccK, class MmaV, class AccV, class Element>
-__device__ __forceinline__ void staged_out(const BwdParams& p, Storage& ss, const MmaK& mma_dk,
-                                           const AccK& acc_dk, const MmaV& mma_dv,
-                                           const AccV& acc_dv, Element* dk, Element* dv, int n0,
-                                           int ctid) {
+__device__ __forceinline__ void store_dk_dv(const BwdParams& p, Storage& ss, const MmaK& mma_dk,
+                                            const AccK& acc_dk, const MmaV& mma_dv,
+                                            const AccV& acc_dv, Element* dk, Element* dv, int n0,
+                                            int ctid) {
   cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
   stage_accumulator<Element, typename T::SmemLayoutK>(mma_dk, acc_dk, p.scale, ss.k.data(), ctid);
   stage_accumulator<Element, typename T::SmemLayoutV>(mma_dv, acc_dv, 1.f, ss.v.data(), ctid);

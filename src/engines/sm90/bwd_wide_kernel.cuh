@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // shared memory (bwd_kv_epilogue.cuh).
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
-  staged_out<T>(p, ss, mma_dkv, acc_dk, mma_dkv, acc_dv, dk, dv, n0, ctid);
+  store_dk_dv<T>(p, ss, mma_dkv, acc_dk, mma_dkv, acc_dv, dk, dv, n0, ctid);
 #endif
 }
 
