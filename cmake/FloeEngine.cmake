@@ -13,16 +13,23 @@
 # translation unit per (direction, tile), <direction>_serving_<tile> (@KIND@ = _serving: the
 # engine's serving instantiations, ragged sides and paged K/V), built and stubbed like the first.
 # SERVING_DIRECTIONS: the same for the named directions only (an engine whose other direction
-# declines ragged and paged problems, e.g. sm90's forward).
+# declines ragged and paged problems, e.g. sm90's forward). BIAS_DIRECTIONS: likewise a
+# <direction>_bias_<tile> unit per tile (@KIND@ = _bias: sm90's backward with a bias), so that
+# those instantiations compile beside the others rather than after them.
+# FLOE_ENGINE_ARCHS_<NAME> (a cache entry, e.g. -DFLOE_ENGINE_ARCHS_sm80=80) replaces an engine's
+# ARCHS: CI compiles sm80's kernels for sm_80 alone (.ci/run), the GPU machine for every arch.
 function(floe_add_engine name)
   cmake_parse_arguments(E "SERVING" ""
-                        "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES;SERVING_DIRECTIONS"
+                        "ARCHS;DIRECTIONS;TILES;FWD_TILES;BWD_TILES;CI_TILES;SERVING_DIRECTIONS;BIAS_DIRECTIONS"
                         ${ARGN})
   set(template "${PROJECT_SOURCE_DIR}/src/engines/tile_kernels.cu.in")
   set(ENGINE ${name})
   set(dir "${PROJECT_SOURCE_DIR}/src/engines/${name}")
   file(GLOB sources CONFIGURE_DEPENDS "${dir}/*.cc" "${dir}/*.cu")
 
+  if(DEFINED FLOE_ENGINE_ARCHS_${name})
+    set(E_ARCHS ${FLOE_ENGINE_ARCHS_${name}})
+  endif()
   set(archs ${FLOE_CUDA_ARCHS})
   if(E_ARCHS)
     set(archs "")
@@ -46,6 +53,9 @@ function(floe_add_engine name)
     if(E_SERVING OR direction IN_LIST E_SERVING_DIRECTIONS)
       list(APPEND kinds serving)
     endif()
+    if(direction IN_LIST E_BIAS_DIRECTIONS)
+      list(APPEND kinds bias)
+    endif()
     set(tiles ${E_TILES})
     if(E_${dir_upper}_TILES)
       set(tiles ${E_${dir_upper}_TILES})
@@ -63,8 +73,8 @@ function(floe_add_engine name)
       set(DIR_NAME "${first}${rest}")
       foreach(kind IN LISTS kinds)
         set(KIND "")
-        if(kind STREQUAL "serving")
-          set(KIND _serving)
+        if(NOT kind STREQUAL "dense")
+          set(KIND _${kind})
         endif()
         set(out "${PROJECT_BINARY_DIR}/generated/engines/${name}/${direction}${KIND}_${tile}.${ext}")
         configure_file("${template}" "${out}" @ONLY)

@@ -45,11 +45,12 @@ TEST_F(BenchCliTest, HelpListsTheOptions) {
   const Ran r = floe("bench --help");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* o :
-       {"--sweep",   "--group",   "--direction",   "--engine",       "--json",
-        "--warmups", "--calls",   "--b",           "--h-q",          "--h-kv",
-        "--gqa",     "--s-q",     "--s-kv",        "--d-qk",         "--d-v",
-        "--causal",  "--dtype",   "--window-left", "--window-right", "--bias",
-        "--sink",    "--softcap", "--stats-gap",   "--layout",       "--deterministic"}) {
+       {"--sweep",       "--group",   "--direction",   "--engine",       "--json",
+        "--warmups",     "--calls",   "--b",           "--h-q",          "--h-kv",
+        "--gqa",         "--s-q",     "--s-kv",        "--d-qk",         "--d-v",
+        "--causal",      "--dtype",   "--window-left", "--window-right", "--bias",
+        "--sink",        "--softcap", "--stats-gap",   "--layout",       "--deterministic",
+        "--no-bias-grad"}) {
     EXPECT_NE(r.out.find(std::string(o) + " "), std::string::npos) << o << "\n" << r.out;
   }
   EXPECT_NE(floe("--help").out.find("bench"), std::string::npos);
@@ -144,6 +145,7 @@ TEST(BenchProblems, EachFeatureDiffersFromPlainInOneThing) {
       {"gqa", "b4 h16/2 s4096 d128"},
       {"window", "b4 h16 s4096 d128 window 1024,0"},
       {"bias", "b4 h16 s4096 d128 bias 1x16"},
+      {"bias_nograd", "b4 h16 s4096 d128 bias 1x16 nograd"},
       {"sink", "b4 h16 s4096 d128 sink"},
       {"softcap", "b4 h16 s4096 d128 softcap 30"},
       {"stats_gap", "b4 h16 s4096 d128 stats+64"},

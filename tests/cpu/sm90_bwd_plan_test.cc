@@ -2,8 +2,9 @@
 // d_v = 64, 128 or 256, d_qk 192 / d_v 128, TMA-addressable strides, GQA, masks, padding
 // by device lengths, softcap, sink with dSink), its three named workspace chunks (a fourth, one
 // semaphore per query tile, in deterministic mode), that explain() names the tile, the mode and the
-// score mods (the softcap kernel, the dSink step), and the exact reasons it declines (bias, other
-// head dims, strides), after which sm80 serves. Kernels missing from the ci kernel set decline with
+// score mods (the softcap kernel, the dSink step, the bias kernel), and the exact reasons it
+// declines (a summed dBias, a bias beside a softcap, other head dims, strides), after which sm80
+// serves. Kernels missing from the ci kernel set decline with
 // their own reason; accepted for both kernel sets.
 #include <gtest/gtest.h>
 
@@ -140,11 +141,15 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
       }
       ASSERT_TRUE(v->accepted) << v->reason;
       EXPECT_EQ(plan->engine(), "sm90");
+      const int64_t m = query_rows_per_visit(plan->explain());
+      ASSERT_GT(m, 0) << plan->explain();
+      // The default on the deterministic plan's tile (d128's two tiles are chosen apart: the
+      // deterministic mode keeps 80 rows without a right bound).
+      const test::ScopedEnv knob("FLOE_SM90_BWD_TILE",
+                                 sh.d_qk != 128 ? nullptr : m == 64 ? "d128m64" : "d128");
       auto base = Plan::build(plain, Target::cuda_arch(90));
       ASSERT_TRUE(base.ok()) << base.status().message();
       EXPECT_EQ(base->engine(), "sm90");
-      const int64_t m = query_rows_per_visit(plan->explain());
-      ASSERT_GT(m, 0) << plan->explain();
       EXPECT_EQ(query_rows_per_visit(base->explain()), m) << base->explain();
       const size_t sem = static_cast<size_t>(sh.b * sh.h_q * ((sh.s_q + m - 1) / m) * 4);
       EXPECT_GE(plan->workspace_bytes(), base->workspace_bytes() + sem);
@@ -230,6 +235,66 @@ TEST(Sm90BwdPlan, TheCiKernelSetHoldsD128Bf16) {
   EXPECT_EQ(detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::f32), nullptr);
 }
 
+// The bias kernel (bwd_bias.cuh): a bias of any broadcast, with a dBias of the problem's batch and
+// heads or without one, on d128's 64-row tile (80 rows leave no room for the bias ring) and the
+// other tiles that have room; explain names it. The ci kernel set has no bias kernel: the plan
+// says which one is missing.
+TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
+  const Shape d128{2, 4, 2, 300, 512, 128, 128};  // bias rows of 512 keys: 16-byte aligned
+  std::vector<Named> problems;
+  problems.push_back(
+      {"dbias per batch and head", Problem::backward(d128, DType::bf16).set_bias(2, 4)});
+  problems.push_back({"broadcast bias, no dbias",
+                      Problem::backward(d128, DType::bf16).set_bias(1, 1).set_bias_grad(false)});
+  problems.push_back(
+      {"causal, lengths, sink", Problem::backward(d128, DType::f16)
+                                    .set_bias(2, 4)
+                                    .set_mask(Mask{MaskAlign::bottom_right, std::nullopt, 0})
+                                    .set_seq_len_q()
+                                    .set_sink()});
+  problems.push_back(
+      {"d64", Problem::backward(Shape{2, 4, 4, 200, 200, 64, 64}, DType::bf16).set_bias(2, 4)});
+  problems.push_back(
+      {"d192x128",
+       Problem::backward(Shape{1, 4, 2, 200, 200, 192, 128}, DType::bf16).set_bias(1, 4)});
+  for (const Named& n : problems) {
+    SCOPED_TRACE(n.name);
+    auto plan = Plan::build(n.problem, Target::cuda_arch(90));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const TensorDesc& q = *n.problem.tensor(TensorId::q);
+    detail::sm90::BwdTile tile;
+    ASSERT_TRUE(
+        detail::sm90::bwd_tile_for(q.dims[3], n.problem.tensor(TensorId::v)->dims[3], &tile));
+    if (tile == detail::sm90::BwdTile::d128) tile = detail::sm90::BwdTile::d128_m64;
+    const std::string name = detail::sm90::bwd_tile_shape(tile).name;
+    if (detail::sm90::find_bwd_kernel(tile, n.problem.dtype(), false,
+                                      n.problem.has(TensorId::dsink), true) == nullptr) {
+      const EngineVerdict* v = verdict_of(*plan, "sm90");
+      ASSERT_NE(v, nullptr);
+      EXPECT_EQ(v->reason, "kernel not built in the ci kernel set (backward tile " + name + ", " +
+                               to_string(n.problem.dtype()) + ")");
+      continue;
+    }
+    EXPECT_EQ(plan->engine(), "sm90");
+    const std::string text = plan->explain();
+    EXPECT_NE(text.find(": tile " + name + ","), std::string::npos) << text;
+    EXPECT_NE(text.find("bias (a tile a visit staged by TMA beside Q, read transposed by ldmatrix"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("dBias = dS") != std::string::npos, n.problem.has(TensorId::dbias)) << text;
+  }
+  // The bias has no room beside d128's 80 rows: forced there, sm90 declines.
+  test::ScopedEnv knob("FLOE_SM90_BWD_TILE", "d128");
+  auto plan = Plan::build(problems[0].problem, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const EngineVerdict* v = verdict_of(*plan, "sm90");
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->accepted);
+  EXPECT_EQ(v->reason,
+            "tensor 'bias': backward tile d128 has no room for a bias tile in shared memory "
+            "(d128m64 has)");
+}
+
 struct Declined {
   std::string name;
   Problem problem;
@@ -239,11 +304,28 @@ struct Declined {
 std::vector<Declined> declined_problems() {
   std::vector<Declined> out;
   const Shape d128{1, 2, 2, 64, 64, 128, 128};
-  out.push_back({"bias", Problem::backward(d128, DType::bf16).set_bias(1, 2),
-                 "tensor 'bias': sm90's backward has no bias yet"});
+  out.push_back(
+      {"dbias summed over the batch",
+       Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16).set_bias(1, 2),
+       "tensor 'dbias' dims [1, 2, ...]: sm90's backward stores dS as dBias, one writer a tile; "
+       "a dBias summed over the batch or the heads the bias broadcasts is not served yet"});
+  out.push_back({"dbias summed over the heads", Problem::backward(d128, DType::bf16).set_bias(1, 1),
+                 "tensor 'dbias' dims [1, 1, ...]: sm90's backward stores dS as dBias, one writer "
+                 "a tile; a dBias summed over the batch or the heads the bias broadcasts is not "
+                 "served yet"});
   out.push_back({"bias softcap sink",
                  Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
-                 "tensor 'bias': sm90's backward has no bias yet"});
+                 "tensor 'bias' with a softcap: sm90's bias backward has no softcap"});
+  out.push_back({"bias d256",
+                 Problem::backward(Shape{1, 2, 2, 64, 64, 256, 256}, DType::bf16).set_bias(1, 2),
+                 "tensor 'bias': backward tile d256 has no room for a bias tile in shared memory"});
+  {
+    Problem p = Problem::backward(d128, DType::bf16).set_bias(1, 2);
+    p.set_strides(TensorId::dbias, {2 * 64 * 68, 64 * 68, 68, 1});
+    out.push_back({"dbias rows not 16-byte aligned", p,
+                   "tensor 'dbias' strides[2] = 68: sm90 stores dBias by TMA, which needs the row "
+                   "stride a positive multiple of 8 elements (16 bytes) below 2^39"});
+  }
   out.push_back({"d192", Problem::backward(Shape{1, 2, 2, 64, 64, 192, 192}, DType::bf16),
                  "head dims d_qk = 192, d_v = 192: sm90's backward has tiles for d_qk = d_v = 64, "
                  "128 or 256 and for d_qk 192 / d_v 128 only"});

@@ -94,6 +94,17 @@ HarnessSettings read_settings() {
     s.head_dim_qk = dqk;
     s.head_dim_v = dv;
   }
+  std::string features = env_or("FLOE_FEATURES", "");
+  for (size_t at = 0; !features.empty() && at <= features.size();) {
+    const size_t comma = std::min(features.find(',', at), features.size());
+    const std::string f = features.substr(at, comma - at);
+    if (f.empty() || f == "-") bad_env("FLOE_FEATURES", features, "F1,F2,-F3 (feature names)");
+    s.features.push_back(f);
+    at = comma + 1;
+  }
+  const std::string bias_grad = env_or("FLOE_BIAS_GRAD", "1");
+  if (bias_grad != "0" && bias_grad != "1") bad_env("FLOE_BIAS_GRAD", bias_grad, "0 or 1");
+  s.bias_grad = bias_grad == "1";
   s.failure_dir = env_or("FLOE_FAILURE_DIR", build_dir() + "/failures/" + seed_string(s.seed));
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = env_or("FLOE_HARNESS_THREADS", std::to_string(hw));

@@ -20,10 +20,17 @@
 //   FLOE_HEAD_DIMS       DQK/DV (e.g. 192/128): every random case takes these head dims (drawn
 //                        as usual, then replaced, so the rest of each case is the same), to
 //                        test one tile of a pinned engine; unset: random head dims
+//   FLOE_FEATURES        F1,F2,-F3: every random case has the features F1 and F2 and not F3
+//                        (the battery's feature names, e.g. "bias,-bias b-broadcast"), drawn
+//                        again from the case's seed until it has; unset: every case
+//   FLOE_BIAS_GRAD       0: a backward case with a bias declares no dBias (a bias that needs no
+//                        gradient; feature "bias without dbias"); its failure folder's
+//                        problem.json, which has no such key, reproduces it with dBias
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace floe::test {
 
@@ -42,6 +49,8 @@ struct HarnessSettings {
   std::string directions = "both";
   int smem_limit_kb = 0;                    // 0: the device's
   int64_t head_dim_qk = 0, head_dim_v = 0;  // FLOE_HEAD_DIMS; 0: random
+  std::vector<std::string> features;        // FLOE_FEATURES: wanted, or "-" and unwanted
+  bool bias_grad = true;                    // FLOE_BIAS_GRAD
 };
 
 // Reads the variables above once; later calls return the same settings.

@@ -446,10 +446,34 @@ Result<GeneratedCase> generate_case(uint64_t seed, Direction direction,
   GeneratedCase g;
   g.seed = seed;
   Rng rng(seed);
-  const json j = random_problem_json(rng, direction, limits, &g.features);
+  // FLOE_FEATURES: drawn again from the same generator until the case has what is asked for.
+  const std::vector<std::string>& wanted = harness_settings().features;
+  auto fits = [&](const std::vector<std::string>& have) {
+    for (const std::string& w : wanted) {
+      const bool unwanted = w[0] == '-';
+      const std::string name = unwanted ? w.substr(1) : w;
+      const bool has = std::find(have.begin(), have.end(), name) != have.end();
+      if (has == unwanted) return false;
+    }
+    return true;
+  };
+  json j;
+  for (int draw = 0;; ++draw) {
+    g.features.clear();
+    j = random_problem_json(rng, direction, limits, &g.features);
+    if (fits(g.features)) break;
+    if (draw == 100000) {
+      return Status(Code::invalid_argument,
+                    "FLOE_FEATURES: no case in 100000 draws has the features asked for");
+    }
+  }
   Result<tool::Case> c = make_case(j, mix64(seed ^ 0xDA7ADA7Aull));
   if (!c) return c.status();
   g.c = std::move(*c);
+  if (!harness_settings().bias_grad && g.c.problem.has(TensorId::dbias)) {
+    g.c.problem.set_bias_grad(false);
+    g.features.push_back("bias without dbias");
+  }
   return g;
 }
 

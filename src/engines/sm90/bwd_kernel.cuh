@@ -8,7 +8,7 @@
 // of warp 1 (the dQ reducer) adds each share into the fp32 accumulator with one bulk reduce-add
 // and hands the buffer back once the copy has read it; in deterministic mode it adds a query
 // tile's share only in its key tile's turn (bwd_dq_order.cuh). dK and dV go out from registers at
-// the end.
+// the end. The bias kernel (bwd_bias.cuh) adds a bias tile a visit to S^T and stores dS as dBias.
 //
 // Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
 // there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
@@ -22,6 +22,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bulk_reduce.cuh"
+#include "engines/sm90/bwd_bias.cuh"
 #include "engines/sm90/bwd_dq_order.cuh"
 #include "engines/sm90/bwd_kv_epilogue.cuh"
 #include "engines/sm90/bwd_params.h"
@@ -154,6 +155,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
                                                         sq_b - m0, ctid);
       zero_rows<T::kBlockM, T::kDv, T::kConsumerThreads>(ss.d_o.data() + stage * kDoStageElems,
                                                          sq_b - m0, ctid);
+      // The bias kernel: a padding row's bias may be anything (+inf, NaN), which the zero q.k
+      // would not hide from P (2^(b - inf) is NaN for b = +inf): zero as well.
+      if constexpr (T::kBias) {
+        zero_rows<T::kBlockM, T::kBlockN, T::kConsumerThreads>(
+            ss.bias.data() + stage * (T::kBlockM * T::kBlockN), sq_b - m0, ctid);
+      }
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
@@ -181,8 +188,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     gmma<true>(mma_sdp, tSrK, tSrQ(_, _, _, stage), acc_s);
     gmma<true>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), acc_dp);
 
-    // P^T (bwd_scores.cuh) while dP^T computes.
+    // P^T (bwd_scores.cuh) while dP^T computes; the bias kernel's bias tile read while S^T does.
+    Tensor rBias = make_tensor<Element>(acc_s.layout());
+    if constexpr (T::kBias) bwd::load_bias_tile_t<T>(ss, stage, rBias, ctid);
     warpgroup_wait<1>();
+    if constexpr (T::kBias) bwd::add_bias(p, rBias, acc_s);
     Tensor rP = make_tensor<Element>(acc_s.layout());
     bwd::probabilities<T>(p, qt, acc_s, rP, tScS, ss.lse[stage], m0, n0, skv_b);
     warpgroup_wait<0>();
@@ -205,6 +215,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     // already says so). kOverlapDq: dQ is issued while dV and dK are in flight (more registers
     // live; 7% faster on the H200 in B1, when both variants spilled); else only once they are
     // done, so that P and dS in registers are dead while its accumulator lives.
+    // The bias kernel: the previous visit's dBias store has read dS's tile too.
+    if constexpr (T::kBias) {
+      if (p.has_dbias && ctid == 0) bulk_wait_group_read<0>();
+    }
     if constexpr (!T::kDoubleBufferDs) {
       cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     }
@@ -228,6 +242,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       warpgroup_fence_operand(rdS);
     }
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
+    if constexpr (T::kBias) {
+      if (p.has_dbias && ctid == 0) bwd::store_dbias_tile<T>(p, ss, m0, n0, at.h, b);
+    }
     Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
     // kDqThirds: acc_dq is this warpgroup's own 64-column chunk, acc_dq_half its half of the
     // third (bwd_traits.cuh); other tiles leave acc_dq_half unused.
@@ -309,6 +326,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   Element* dk = static_cast<Element*>(p.dk) + b * p.dk_strides.b + h_kv * p.dk_strides.h;
   Element* dv = static_cast<Element*>(p.dv) + b * p.dv_strides.b + h_kv * p.dv_strides.h;
   store_dk_dv<T>(p, ss, mma_dkv, acc_dk, mma_dv, acc_dv, dk, dv, n0, ctid);
+  if constexpr (T::kBias) {
+    if (p.has_dbias) bwd::zero_unvisited_dbias<T>(p, ss, qt, n0, h_kv, b, ctid);
+  }
 #endif
 }
 

@@ -43,6 +43,15 @@ inline constexpr bool has_dsink(BwdVariant v) {
   return v == BwdVariant::dsink || v == BwdVariant::softcap_dsink;
 }
 
+// The bias kernel (bwd_bias.cuh; its own translation unit a tile, bwd_bias_<tile>.cu), without or
+// with the dSink step: looked up as BwdVariant::plain or ::dsink (the softcap indices name the same
+// kernels: a bias with a softcap is declined). Names: <base>_<dtype>_bias[_dsink].
+struct BwdBiasVariants {
+  using Variant = BwdVariant;
+  static constexpr int kCount = 4;
+  static constexpr const char* suffix(BwdVariant v) { return has_dsink(v) ? "bias_dsink" : "bias"; }
+};
+
 // nullptr: that instantiation is not built in this kernel set (FLOE_KERNELS=ci builds d128 only).
 const BwdKernel* bwd_kernel_d64(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d128(DType dtype, BwdVariant variant);
@@ -50,11 +59,25 @@ const BwdKernel* bwd_kernel_d192_128(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d128_m64(DType dtype, BwdVariant variant);
 const BwdKernel* bwd_kernel_d256(DType dtype, BwdVariant variant);
 
+// nullptr also where the tile has no bias kernel (bwd_tiles.h's `bias`).
+const BwdKernel* bwd_bias_kernel_d64(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_bias_kernel_d128(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_bias_kernel_d192_128(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_bias_kernel_d128_m64(DType dtype, BwdVariant variant);
+const BwdKernel* bwd_bias_kernel_d256(DType dtype, BwdVariant variant);
+
 inline const BwdKernel* find_bwd_kernel(BwdTile tile, DType dtype, bool softcap = false,
-                                        bool dsink = false) {
+                                        bool dsink = false, bool bias = false) {
   static constexpr TileLookup<BwdKernel, BwdVariant> kLookups[kBwdTileCount] = {
       &bwd_kernel_d64, &bwd_kernel_d128, &bwd_kernel_d192_128, &bwd_kernel_d128_m64,
       &bwd_kernel_d256};
+  static constexpr TileLookup<BwdKernel, BwdVariant> kBiasLookups[kBwdTileCount] = {
+      &bwd_bias_kernel_d64, &bwd_bias_kernel_d128, &bwd_bias_kernel_d192_128,
+      &bwd_bias_kernel_d128_m64, &bwd_bias_kernel_d256};
+  if (bias) {
+    if (softcap) return nullptr;
+    return find_kernel(kBiasLookups, tile, dtype, dsink ? BwdVariant::dsink : BwdVariant::plain);
+  }
   const BwdVariant v = softcap ? (dsink ? BwdVariant::softcap_dsink : BwdVariant::softcap)
                                : (dsink ? BwdVariant::dsink : BwdVariant::plain);
   return find_kernel(kLookups, tile, dtype, v);

@@ -20,8 +20,8 @@ namespace floe::detail::sm90 {
 
 // dQ overlapped with dV and dK, one dS buffer (two measured 532 against 537 TFLOP/s at d128 S 16k
 // in the dev harness); the tile sets the query rows and the issue order (bwd_tiles.h).
-// kSoftcap: the softcap main kernel (same tile).
-template <BwdTile kTile, class Element, bool kSoftcap = false>
+// kSoftcap: the softcap main kernel (same tile); kBias: the bias one (not on wide tiles).
+template <BwdTile kTile, class Element, bool kSoftcap = false, bool kBias = false>
 using BwdTraits = std::conditional_t<
     bwd_tile_shape(kTile).wide,
     BwdWideTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
@@ -29,7 +29,7 @@ using BwdTraits = std::conditional_t<
     BwdTraitsOf<Element, bwd_tile_shape(kTile).d, bwd_tile_shape(kTile).block_m,
                 bwd_tile_shape(kTile).block_n, bwd_tile_shape(kTile).stages,
                 bwd_tile_shape(kTile).overlap_dq, /*kDoubleBufferDs=*/false,
-                bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v(), kSoftcap>>;
+                bwd_tile_shape(kTile).dq_before_dk, bwd_tile_shape(kTile).d_v(), kSoftcap, kBias>>;
 
 // The main kernel of a traits type: the wide one where both warpgroups share the keys.
 template <class T>
@@ -100,6 +100,29 @@ const BwdKernel* bwd_tile_kernel(DType dtype, BwdVariant variant) {
       InstanceTag<BwdVariant, BwdTileInstances<kTile>::template Instance>{},
       static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
   return kernels.get(dtype, variant);
+}
+
+// The bias kernel's instantiations (bwd_bias_<tile>.cu): {f16, bf16} x {without, with dSink}, one
+// main kernel a dtype; none where the tile has no room for the bias ring.
+template <BwdTile kTile>
+struct BwdBiasTileInstances {
+  template <class Element, BwdVariant kVariant>
+  using Instance = BwdInstanceOf<BwdTraits<kTile, Element, false, true>, has_dsink(kVariant)>;
+};
+
+template <BwdTile kTile>
+const BwdKernel* bwd_bias_tile_kernel(DType dtype, BwdVariant variant) {
+  if constexpr (!bwd_tile_shape(kTile).bias) {
+    (void)dtype;
+    (void)variant;
+    return nullptr;
+  } else {
+    static const TileKernels<BwdKernel, BwdBiasVariants> kernels(
+        std::string("sm90_bwd_") + bwd_tile_shape(kTile).name,
+        InstanceTag<BwdVariant, BwdBiasTileInstances<kTile>::template Instance>{},
+        static_cast<cute::half_t*>(nullptr), static_cast<cute::bfloat16_t*>(nullptr));
+    return kernels.get(dtype, variant);
+  }
 }
 
 }  // namespace floe::detail::sm90

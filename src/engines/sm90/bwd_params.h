@@ -71,6 +71,16 @@ struct BwdParams {
   const float* sink = nullptr;
   float* dsink = nullptr;
   int64_t sink_stride = 0, dsink_stride = 0;
+
+  // The bias kernel (bwd_bias.cuh): the bias as a [b, h, s_q, s_kv] tensor map in boxes of 64
+  // keys x block_m queries, a broadcast dim's coordinate 0 (the tile's batch and head times
+  // bias_b_step and bias_h_step, 0 or 1), and its unit: 1 / scale, added to q.k before the scale
+  // as the forward's score-mod kernel does. With has_dbias, dBias (one writer a tile: not summed
+  // over a broadcast dim) as a tensor map of the same boxes, which dS's tile is stored to.
+  TmaDescriptor tma_bias, tma_dbias;
+  float bias_unit = 0.f;
+  int32_t bias_b_step = 0, bias_h_step = 0, dbias_b_step = 0, dbias_h_step = 0;
+  bool has_dbias = false;
 };
 
 }  // namespace floe::detail::sm90

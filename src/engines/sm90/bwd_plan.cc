@@ -26,6 +26,7 @@ struct BwdChoice {
   BwdTile tile = BwdTile::d128;
   bool softcap = false;  // the softcap main kernel
   bool dsink = false;    // a dSink step (a sink without dsink needs nothing: it is in the LSE)
+  bool bias = false;     // the bias kernel (bwd_bias.cuh)
   const BwdKernel* kernel = nullptr;
 };
 
@@ -63,6 +64,36 @@ std::string choose_tile_override(BwdTile* tile, bool* forced) {
   return "";
 }
 
+// Whether dBias sums dS over a dim the bias broadcasts (the batch or the heads).
+bool dbias_summed(const Facts& f) {
+  if (!f.has(TensorId::dbias)) return false;
+  const TensorDesc& d = f.t(TensorId::dbias);
+  return (d.dims[0] == 1 && f.b > 1) || (d.dims[1] == 1 && f.h_q > 1);
+}
+
+// The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, dBias one
+// writer a tile, and a tile with room for the bias ring (d128 takes its 64-row tile for it).
+std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
+  if (f.has_softcap) {
+    return "tensor 'bias' with a softcap: sm90's bias backward has no softcap";
+  }
+  if (std::string why = check_tma_bias(f, TensorId::bias); !why.empty()) return why;
+  if (dbias_summed(f)) {
+    return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
+           std::to_string(f.t(TensorId::dbias).dims[1]) +
+           ", ...]: sm90's backward stores dS as dBias, one writer a tile; a dBias summed over "
+           "the batch or the heads the bias broadcasts is not served yet";
+  }
+  if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
+  if (*tile == BwdTile::d128 && !forced) *tile = BwdTile::d128_m64;
+  if (!bwd_tile_shape(*tile).bias) {
+    return std::string("tensor 'bias': backward tile ") + bwd_tile_shape(*tile).name +
+           " has no room for a bias tile in shared memory" +
+           (*tile == BwdTile::d128 ? " (d128m64 has)" : "");
+  }
+  return "";
+}
+
 std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out) {
   if (std::string why = check_target(target); !why.empty()) return why;
   if (f.dtype != DType::f16 && f.dtype != DType::bf16) {
@@ -77,13 +108,17 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   if (c.tile == BwdTile::d128) c.tile = d128_tile(f);
   bool forced = false;
   if (std::string why = choose_tile_override(&c.tile, &forced); !why.empty()) return why;
-  // The ci kernel set has d128's 80-row tile only: there it serves what 64 rows would.
-  if (!forced && c.tile == BwdTile::d128_m64 &&
+  c.bias = f.has(TensorId::bias);
+  if (c.bias) {
+    if (std::string why = bias_rule(f, &c.tile, forced); !why.empty()) return why;
+  }
+  // The ci kernel set has d128's 80-row tile only: there it serves what 64 rows would (but for a
+  // bias, which has no room beside 80 rows).
+  if (!forced && !c.bias && c.tile == BwdTile::d128_m64 &&
       find_bwd_kernel(BwdTile::d128_m64, f.dtype, f.has_softcap, f.has(TensorId::dsink)) ==
           nullptr) {
     c.tile = BwdTile::d128;
   }
-  if (f.has(TensorId::bias)) return "tensor 'bias': sm90's backward has no bias yet";
   if (std::string why = check_scale_and_sizes(f); !why.empty()) return why;
   for (TensorId id : {TensorId::q, TensorId::k, TensorId::v, TensorId::d_o}) {
     if (std::string why = check_tma_operand(f, id); !why.empty()) return why;
@@ -99,7 +134,7 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   }
   c.softcap = f.has_softcap;
   c.dsink = f.has(TensorId::dsink);
-  c.kernel = find_bwd_kernel(c.tile, f.dtype, c.softcap, c.dsink);
+  c.kernel = find_bwd_kernel(c.tile, f.dtype, c.softcap, c.dsink, c.bias);
   if (c.kernel == nullptr) {
     return std::string("kernel not built in the ci kernel set (backward tile ") + shape.name +
            ", " + to_string(f.dtype) + ")";
@@ -140,6 +175,8 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
     p.score.cap_log2 = static_cast<float>(f.softcap * kernels::kLog2eOf<double>);
     p.score.tanh_k = static_cast<float>(2.0 * kernels::kLog2eOf<double> * f.scale / f.softcap);
   }
+  p.bias_unit = static_cast<float>(1.0 / f.scale);
+  p.has_dbias = f.has(TensorId::dbias);
   if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
   if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
   p.score.mask = kernels::BandMask::from(f.mask);
@@ -190,7 +227,21 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         kernel_(kernel),
         tile_(tile),
         grids_(grids),
-        functions_(functions) {}
+        functions_(functions) {
+    if (f.has(TensorId::bias)) {
+      const int rows = bwd_tile_shape(tile).block_m;
+      bias_ = tma_bias(f, rows, &params_.bias_b_step, &params_.bias_h_step, TensorId::bias);
+      if (f.has(TensorId::dbias)) {
+        dbias_ = tma_bias(f, rows, &params_.dbias_b_step, &params_.dbias_h_step, TensorId::dbias);
+      }
+    }
+  }
+
+  // TMA reads the bias and writes dBias: their bases, like Q's, need 16 bytes.
+  size_t pointer_alignment(TensorId id, const Facts& facts) const override {
+    if (id == TensorId::bias || id == TensorId::dbias) return 16;
+    return TensorCoreLaunchPlan::pointer_alignment(id, facts);
+  }
 
   // Encodes the four tensor maps (host only: no allocation, no sync), then launches.
   Status launch(const Facts& facts, const Arguments& args, const Workspace& ws,
@@ -205,6 +256,17 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         !encode_tma(v, &p.tma_v)) {
       return Status(Code::device_error, std::string("sm90: encoding the TMA descriptors of ") +
                                             kernel_->name + " failed (cuTensorMapEncodeTiled)");
+    }
+    if (facts.has(TensorId::bias)) {
+      TmaMatrix bias = bias_, dbias = dbias_;
+      bias.base = args.get(TensorId::bias);
+      dbias.base = facts.has(TensorId::dbias) ? args.get(TensorId::dbias) : nullptr;
+      if (!encode_tma(bias, &p.tma_bias) ||
+          (dbias.base != nullptr && !encode_tma(dbias, &p.tma_dbias))) {
+        return Status(Code::device_error,
+                      std::string("sm90: encoding the bias's TMA descriptors of ") + kernel_->name +
+                          " failed (cuTensorMapEncodeTiled)");
+      }
     }
     p.o = args.get(TensorId::o);
     p.d_o = args.get(TensorId::d_o);
@@ -253,12 +315,19 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   }
 
  private:
-  // The softcap kernel and the dSink step, for describe().
+  // The softcap and bias kernels and the dSink step, for describe().
   std::string score_mods() const {
     const bool dsink = kernel_->steps.count == 4;
-    if (!params_.score.has_softcap && !dsink) return "";
+    const bool bias = bias_.rows != 0;
+    if (!params_.score.has_softcap && !dsink && !bias) return "";
     std::string mods;
     if (params_.score.has_softcap) mods = "softcap (S recomputed through it, dS times d tanh)";
+    if (bias) {
+      mods = std::string(
+                 "bias (a tile a visit staged by TMA beside Q, read transposed by "
+                 "ldmatrix") +
+             (params_.has_dbias ? "; dBias = dS, its shared-memory tile stored by TMA)" : ")");
+    }
     if (dsink) {
       mods += std::string(mods.empty() ? "" : ", ") +
               "dSink (a fourth kernel, one CTA per query head, over the LSE and Delta chunks)";
@@ -268,6 +337,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
 
   BwdParams params_;
   TmaTensor q_, do_, k_, v_;
+  TmaMatrix bias_, dbias_;  // with a bias: its tensor maps (and dBias's), without the bases
   const BwdKernel* kernel_;
   BwdTile tile_;
   BwdGrids grids_;

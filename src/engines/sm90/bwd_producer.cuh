@@ -106,6 +106,21 @@ __device__ __forceinline__ void init_ring_barriers(Storage& ss) {
   }
 }
 
+// The producer thread: the bias tile of (queries m0.., keys n0..) of head h, batch b into stage
+// `stage` of the ring, counted on `full` (whose expected bytes include kBiasBytes).
+template <class T, class Storage>
+__device__ __forceinline__ void load_bias_tile(const BwdParams& p, Storage& ss, uint64_t* full,
+                                               int stage, int m0, int n0, int h, int b) {
+  constexpr uint64_t kCacheHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+  constexpr int kStageElems = T::kBlockM * T::kBlockN;
+  CUTE_UNROLL
+  for (int c = 0; c < T::kBlockN / 64; ++c) {
+    cute::SM90_TMA_LOAD_4D::copy(&p.tma_bias, full, kCacheHint,
+                                 ss.bias.data() + stage * kStageElems + c * T::kBlockM * 64,
+                                 n0 + 64 * c, m0, h * p.bias_h_step, b * p.bias_b_step);
+  }
+}
+
 // The producer thread: K and V of the key tile at n0, then each visit's Q, LSE, dO and Delta into
 // the ring once the consumers have emptied the stage.
 template <class T, class Storage>
@@ -128,9 +143,11 @@ __device__ __forceinline__ void produce_visits(const BwdParams& p, Storage& ss,
     const int m0 = at.m_block * T::kBlockM;
     const int64_t row0 = (static_cast<int64_t>(b) * p.h_q + h) * p.s_q_pad + m0;
     Barrier::wait(&ss.q_empty[stage], phase ^ 1);
-    TxBarrier::arrive_and_expect_tx(&ss.q_full[stage], T::kQBytes + T::kRowStatBytes);
+    TxBarrier::arrive_and_expect_tx(&ss.q_full[stage],
+                                    T::kQBytes + T::kRowStatBytes + T::kBiasBytes);
     SM90_TMA_LOAD_5D::copy(&p.tma_q, &ss.q_full[stage], kCacheHint,
                            ss.q.data() + stage * kStageElems, 0, m0, 0, h, b);
+    if constexpr (T::kBias) load_bias_tile<T>(p, ss, &ss.q_full[stage], stage, m0, n0, h, b);
     SM90_BULK_COPY_G2S::copy(p.lse_log2 + row0, &ss.q_full[stage], ss.lse[stage], T::kRowStatBytes);
     Barrier::wait(&ss.do_empty[stage], phase ^ 1);
     TxBarrier::arrive_and_expect_tx(&ss.do_full[stage], T::kDoBytes + T::kRowStatBytes);

@@ -17,7 +17,7 @@
 namespace floe::detail::sm90::bwd {
 
 // P^T = 2^(s * scale_log2 - lse2[query]), 0 where the band or the key length hides the key
-// (masked to -inf first).
+// (masked to -inf first). The bias kernel's s holds q.k + bias / scale (bwd_bias.cuh).
 // The softcap kernel: s2 = cap_log2 * t with t = tanh(q.k * scale / cap), and dS needs d tanh
 // = 1 - t^2 beside P (sm80's backward_scores and kernels/score_mod.cuh: the same tanh, the
 // same mask, d tanh 0 where masked). Kept as t in acc_s until P, then P goes to rP (the dV

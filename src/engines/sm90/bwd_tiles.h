@@ -19,6 +19,10 @@ struct BwdTileShape {
   // Both consumer warpgroups on the same 64 keys, d split between them (bwd_wide_kernel.cuh):
   // dK and dV of 64 keys x d would not fit one warpgroup's registers.
   bool wide = false;
+  // The bias kernel (a bias tile a Q/dO stage, bwd_bias.cuh) fits beside the tile's shared
+  // memory: d64 224 KB, d128m64 208 KB, d192x128 212 KB (bwd_traits.cuh's static_assert holds
+  // it). d128's 80 rows would need 244 KB, so a bias takes d128m64; d256 (225 KB) has no room.
+  bool bias = false;
 
   constexpr int d_v() const { return dv != 0 ? dv : d; }
 };
@@ -47,10 +51,10 @@ struct BwdTileShape {
 // dQ by vector reductions from registers: K, V 32 KB each, Q and dO 2 x 32 KB each, P^T and dS^T
 // 2 x 8 KB each, 225 KB in all (bwd_wide_traits.cuh).
 inline constexpr BwdTileShape kBwdTileShapes[kBwdTileCount] = {
-    {"d64", 64, 128, 128, 2, true},
+    {"d64", 64, 128, 128, 2, true, 0, true, false, true},
     {"d128", 128, 80, 128, 2, true},
-    {"d192x128", 192, 48, 128, 2, true, 128, false},
-    {"d128m64", 128, 64, 128, 2, true},
+    {"d192x128", 192, 48, 128, 2, true, 128, false, false, true},
+    {"d128m64", 128, 64, 128, 2, true, 0, true, false, true},
     {"d256", 256, 64, 64, 2, false, 0, false, true}};
 
 inline constexpr const BwdTileShape& bwd_tile_shape(BwdTile t) {

@@ -14,6 +14,7 @@
 // (tma_descriptor.h); dS in the same layout, written by the consumers.
 #pragma once
 
+#include <cute/arch/copy_sm75.hpp>
 #include <cute/arch/copy_sm90.hpp>
 #include <cute/arch/mma_sm90.hpp>
 #include <cute/atom/copy_atom.hpp>
@@ -57,18 +58,22 @@ constexpr auto bwd_ss_op() {
 // kDoubleBufferDs_: two dS tiles in smem, one named barrier fewer per visit.
 // kDqBeforeDk_: the order dV, dQ, dK, so that dQ's store to shared memory runs under dK.
 // kD_ is d_qk (Q, K, dQ, dK); kDv_ d_v (V, dO, dV) where it differs (192 / 128: Dv not padded).
-// kSoftcap_: the softcap kernel (S through cap * tanh, dS times d tanh); last, and with no shared
-// storage of its own, so that the plain kernel's code stays as it was.
+// kSoftcap_: the softcap kernel (S through cap * tanh, dS times d tanh); kBias_: the bias kernel
+// (a bias tile a Q/dO stage, added to S^T; dBias stored from dS's tile: bwd_bias.cuh). Last, the
+// bias ring after the plain kernel's shared storage, so that the plain kernel's code stays as it
+// was.
 template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_,
           bool kOverlapDq_ = false, bool kDoubleBufferDs_ = false, bool kDqBeforeDk_ = false,
-          int kDv_ = kD_, bool kSoftcap_ = false>
+          int kDv_ = kD_, bool kSoftcap_ = false, bool kBias_ = false>
 struct BwdTraitsOf {
   static constexpr bool kWide = false;  // bwd_wide_traits.cuh's scheme
   static constexpr bool kSoftcap = kSoftcap_;
-  // The same tile without the softcap: the kernels other than the main one (the dQ conversion)
-  // are instantiated with it, once for both main kernels.
+  static constexpr bool kBias = kBias_;
+  static_assert(!(kSoftcap_ && kBias_), "the bias kernel has no softcap (bwd_plan.cc declines)");
+  // The same tile without a score mod: the kernels other than the main one (the dQ conversion)
+  // are instantiated with it, once for every main kernel.
   using PlainTraits = BwdTraitsOf<Element_, kD_, kBlockM_, kBlockN_, kStages_, kOverlapDq_,
-                                  kDoubleBufferDs_, kDqBeforeDk_, kDv_, false>;
+                                  kDoubleBufferDs_, kDqBeforeDk_, kDv_, false, false>;
   static constexpr bool kOverlapDq = kOverlapDq_;
   static constexpr bool kDqBeforeDk = kDqBeforeDk_;
   static constexpr bool kDoubleBufferDs = kDoubleBufferDs_;
@@ -196,7 +201,18 @@ struct BwdTraitsOf {
   static constexpr int kDqFrag = kDqHalfFloats / 128;
   static_assert(kDqFrag % 4 == 0, "float4 stores of the dQ fragment");
 
-  struct SharedStorage {
+  // The bias kernel's ring: one bias tile (kBlockM queries x kBlockN keys) a Q/dO stage, written
+  // by TMA in 64-key boxes as dS's tile is laid out, [kBlockN / 64][kBlockM][64] with the
+  // 128-byte swizzle, and read transposed (key, query) as S^T's accumulator holds it, with
+  // ldmatrix.trans (the mirror of dS's stmatrix.trans).
+  using SmemLayoutBias = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<BM, BN, Stages>{}));
+  using SmemLayoutBiasT = decltype(cute::composition(
+      SmemLayoutBias{}, cute::make_ordered_layout(cute::Shape<BN, BM, Stages>{},
+                                                  cute::Step<cute::_2, cute::_1, cute::_3>{})));
+  using SmemCopyBias = decltype(cute::make_tiled_copy_C(
+      cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>{}, MmaSdP{}));
+
+  struct PlainStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutdO>> d_o;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> k;
@@ -209,6 +225,10 @@ struct BwdTraitsOf {
     uint64_t q_full[kStages], do_full[kStages], q_empty[kStages], do_empty[kStages];
     uint64_t dq_full[kConsumerWarpgroups], dq_empty[kConsumerWarpgroups];
   };
+  struct BiasStorage : PlainStorage {
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutBias>> bias;
+  };
+  using SharedStorage = std::conditional_t<kBias, BiasStorage, PlainStorage>;
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
 
   static constexpr uint32_t kQBytes = kBlockM * kD * sizeof(Element);
@@ -216,6 +236,7 @@ struct BwdTraitsOf {
   static constexpr uint32_t kDoBytes = kBlockM * kDv * sizeof(Element);
   static constexpr uint32_t kVBytes = kBlockN * kDv * sizeof(Element);
   static constexpr uint32_t kRowStatBytes = kBlockM * sizeof(float);
+  static constexpr uint32_t kBiasBytes = kBias ? kBlockM * kBlockN * sizeof(Element) : 0;
 
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;

@@ -27,6 +27,8 @@ template <class Element_, int kD_, int kBlockM_, int kBlockN_, int kStages_, boo
 struct BwdWideTraitsOf {
   static constexpr bool kWide = true;
   static constexpr bool kSoftcap = kSoftcap_;
+  static constexpr bool kBias = false;  // no room for a bias ring (bwd_tiles.h)
+  static constexpr uint32_t kBiasBytes = 0;
   using PlainTraits = BwdWideTraitsOf<Element_, kD_, kBlockM_, kBlockN_, kStages_, false>;
   using Element = Element_;
   static constexpr int kD = kD_;

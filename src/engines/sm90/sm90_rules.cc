@@ -41,20 +41,20 @@ bool bias_dim_broadcast(const TensorDesc& d, int i) {
 
 }  // namespace
 
-std::string check_tma_bias(const Facts& f) {
-  if (!f.has(TensorId::bias)) return "";
-  const TensorDesc& d = f.t(TensorId::bias);
-  const std::string name = tensor_name(TensorId::bias);
+std::string check_tma_bias(const Facts& f, TensorId id) {
+  if (!f.has(id)) return "";
+  const TensorDesc& d = f.t(id);
+  const std::string name = tensor_name(id);
+  const std::string how = id == TensorId::dbias ? ": sm90 stores dBias by TMA, which needs "
+                                                : ": sm90 stages the bias by TMA, which needs ";
   if (d.dims[3] > 1 && d.strides[3] != 1) {
-    return name + " strides[3] = " + std::to_string(d.strides[3]) +
-           ": sm90 stages the bias by TMA, which needs a unit innermost stride";
+    return name + " strides[3] = " + std::to_string(d.strides[3]) + how + "a unit innermost stride";
   }
   for (int i = 0; i < 3; ++i) {
     if (i < 2 && bias_dim_broadcast(d, i)) continue;
     if (d.dims[i] <= 1) continue;
     if (d.strides[i] % 8 != 0 || d.strides[i] <= 0 || d.strides[i] >= (int64_t{1} << 39)) {
-      return name + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) +
-             ": sm90 stages the bias by TMA, which needs " +
+      return name + " strides[" + std::to_string(i) + "] = " + std::to_string(d.strides[i]) + how +
              (i < 2 ? "the strides of the batch and head dims it does not broadcast (stride 0 "
                       "or size 1 broadcasts)"
                     : "the row stride") +
@@ -64,8 +64,8 @@ std::string check_tma_bias(const Facts& f) {
   return "";
 }
 
-TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step) {
-  const TensorDesc& d = f.t(TensorId::bias);
+TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step, TensorId id) {
+  const TensorDesc& d = f.t(id);
   const bool bcast_b = bias_dim_broadcast(d, 0), bcast_h = bias_dim_broadcast(d, 1);
   TmaMatrix t;
   t.b = bcast_b ? 1 : d.dims[0];

@@ -18,11 +18,14 @@ inline constexpr int64_t kInt32Max = INT32_MAX;
 // A bias the forward's TMA can stage (kernels see it as fwd_params.h's tensor map): a unit
 // innermost stride; a row stride and the strides of the batch and head dims it does not broadcast
 // positive multiples of 8 elements (16 bytes) below 2^39; a broadcast dim has size 1 or stride 0.
-std::string check_tma_bias(const Facts& f);
+// `id`: the bias, or the backward's dBias (in the bias's shape), by the same rules.
+std::string check_tma_bias(const Facts& f, TensorId id = TensorId::bias);
 
-// The forward's bias tensor map (box_rows query rows a box), without its base; *b_step and
-// *h_step (0 or 1) turn the tile's batch and head into the map's coordinates (0 where broadcast).
-TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step);
+// The bias's tensor map (box_rows query rows a box), without its base; *b_step and *h_step (0 or
+// 1) turn the tile's batch and head into the map's coordinates (0 where broadcast). `id`: the
+// bias, or dBias.
+TmaMatrix tma_bias(const Facts& f, int box_rows, int32_t* b_step, int32_t* h_step,
+                   TensorId id = TensorId::bias);
 
 // A positive scale and no empty dimension: what every sm90 kernel assumes.
 std::string check_scale_and_sizes(const Facts& f);

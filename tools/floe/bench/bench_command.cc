@@ -35,6 +35,7 @@ struct BenchOptions {
   std::string dtype = "bf16";
   int64_t window_left = -1, window_right = -1;
   std::vector<int64_t> bias;
+  bool no_bias_grad = false;
   bool sink = false;
   double softcap = 0;
   bool deterministic = false;
@@ -64,6 +65,7 @@ BenchProblem problem_of(const BenchOptions& opt) {
   if (opt.window_left >= 0) bp.mask.left = opt.window_left;
   if (opt.window_right >= 0) bp.mask.right = opt.window_right;
   if (opt.bias.size() == 2) bp.bias = std::array<int64_t, 2>{opt.bias[0], opt.bias[1]};
+  bp.bias_grad = !opt.no_bias_grad;
   bp.sink = opt.sink;
   if (opt.softcap > 0) bp.softcap = opt.softcap;
   bp.deterministic = opt.deterministic;
@@ -372,6 +374,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                    ->check(CLI::NonNegativeNumber));
   po.push_back(cmd->add_option("--bias", opt->bias, "additive bias with these leading dims: B H")
                    ->expected(2));
+  po.push_back(cmd->add_flag("--no-bias-grad", opt->no_bias_grad,
+                             "the backward declares no dBias (a bias that needs no gradient)"));
   po.push_back(cmd->add_flag("--sink", opt->sink, "a per-head sink logit"));
   po.push_back(
       cmd->add_option("--softcap", opt->softcap, "softcap value")->check(CLI::PositiveNumber));

@@ -30,7 +30,11 @@ BenchProblem feature_point(const std::string& feature) {
     bp.mask.left = 1024;
     bp.mask.right = 0;
   }
-  if (feature == "bias") bp.bias = std::array<int64_t, 2>{1, bp.shape.h_q};
+  if (feature == "bias" || feature == "bias_nograd")
+    bp.bias = std::array<int64_t, 2>{1, bp.shape.h_q};
+  // A bias that needs no gradient (an additive mask, ALiBi): what the peers' bias backward
+  // computes.
+  if (feature == "bias_nograd") bp.bias_grad = false;
   if (feature == "sink") bp.sink = true;
   if (feature == "softcap") bp.softcap = 30.0;
   if (feature == "stats_gap") bp.stats_gap = 64;
@@ -205,6 +209,7 @@ std::string BenchProblem::name() const {
     if (mask.align == MaskAlign::bottom_right) n += " br";
   }
   if (bias) n += " bias " + std::to_string((*bias)[0]) + "x" + std::to_string((*bias)[1]);
+  if (bias && !bias_grad) n += " nograd";
   if (sink) n += " sink";
   if (softcap) {
     char buf[32];
@@ -237,8 +242,8 @@ std::vector<BenchProblem> standard_problems() {
     gqa.shape.h_kv = 2;
     out.push_back(gqa);
   }
-  for (const char* f : {"plain", "gqa", "window", "bias", "sink", "softcap", "stats_gap", "bshd",
-                        "deterministic"}) {
+  for (const char* f : {"plain", "gqa", "window", "bias", "bias_nograd", "sink", "softcap",
+                        "stats_gap", "bshd", "deterministic"}) {
     out.push_back(feature_point(f));
   }
   return out;
@@ -341,7 +346,7 @@ Problem make_problem(const BenchProblem& bp, Direction dir) {
   if (bp.ragged()) p.set_ragged_q(bp.total_q()).set_ragged_kv(bp.total_kv());
   if (bp.paged()) p.set_paged_kv(bp.page_size, bp.num_pages());
   if (bp.mask.is_band()) p.set_mask(bp.mask);
-  if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]);
+  if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]).set_bias_grad(bp.bias_grad);
   if (bp.sink) p.set_sink();
   if (bp.softcap) p.set_softcap(*bp.softcap);
   if (bp.deterministic) p.set_deterministic();
@@ -432,6 +437,7 @@ nlohmann::json problem_json(const BenchProblem& bp) {
     j["window"] = nullptr;
   }
   j["bias"] = bp.bias ? nlohmann::json({(*bp.bias)[0], (*bp.bias)[1]}) : nlohmann::json();
+  j["bias_grad"] = bp.bias.has_value() && bp.bias_grad;
   j["sink"] = bp.sink;
   j["softcap"] = bp.softcap ? nlohmann::json(*bp.softcap) : nlohmann::json();
   j["stats_gap"] = bp.stats_gap;

@@ -23,13 +23,14 @@ struct BenchProblem {
   // "sweep" (DESIGN §6), "shapes" (the other shapes of PEERS.md), "features" (the cost of
   // one feature against "plain"), "custom" (from the command line).
   std::string group = "custom";
-  // Within "features": plain gqa window bias sink softcap stats_gap bshd deterministic. Empty
-  // elsewhere.
+  // Within "features": plain gqa window bias bias_nograd sink softcap stats_gap bshd
+  // deterministic. Empty elsewhere.
   std::string feature;
   DType dtype = DType::bf16;
   Shape shape;
   Mask mask;                                   // top-left; causal = right 0, no left
   std::optional<std::array<int64_t, 2>> bias;  // bias's leading dims ([1 or B, 1 or Hq])
+  bool bias_grad = true;                       // the backward declares dBias (the bias's gradient)
   bool sink = false;
   std::optional<double> softcap;
   int64_t stats_gap = 0;  // extra elements after each stats row (a strided stats tensor)
