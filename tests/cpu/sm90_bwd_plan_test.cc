@@ -145,8 +145,9 @@ TEST(Sm90BwdPlan, ServesTheDeterministicModeWithOneSemaphorePerQueryTile) {
       ASSERT_GT(m, 0) << plan->explain();
       // The default on the deterministic plan's tile (d128's two tiles are chosen apart: the
       // deterministic mode keeps 80 rows without a right bound).
-      const test::ScopedEnv knob("FLOE_SM90_BWD_TILE",
-                                 sh.d_qk != 128 ? nullptr : m == 64 ? "d128m64" : "d128");
+      const test::ScopedEnv knob("FLOE_SM90_BWD_TILE", sh.d_qk != 128 ? nullptr
+                                                       : m == 64      ? "d128m64"
+                                                                      : "d128");
       auto base = Plan::build(plain, Target::cuda_arch(90));
       ASSERT_TRUE(base.ok()) << base.status().message();
       EXPECT_EQ(base->engine(), "sm90");
@@ -325,6 +326,15 @@ std::vector<Declined> declined_problems() {
     out.push_back({"dbias rows not 16-byte aligned", p,
                    "tensor 'dbias' strides[2] = 68: sm90 stores dBias by TMA, which needs the row "
                    "stride a positive multiple of 8 elements (16 bytes) below 2^39"});
+  }
+  {
+    // Rows of 64-element stride but 60 keys: TMA would write the last 16-byte piece whole.
+    Problem p = Problem::backward(Shape{1, 2, 2, 64, 60, 128, 128}, DType::bf16).set_bias(1, 2);
+    p.set_strides(TensorId::bias, {2 * 64 * 64, 64 * 64, 64, 1});
+    p.set_strides(TensorId::dbias, {2 * 64 * 64, 64 * 64, 64, 1});
+    out.push_back({"dbias rows of 60 keys", p,
+                   "tensor 'dbias' dims[3] = 60: sm90 stores dBias by TMA, which writes whole "
+                   "16-byte pieces of a row: s_kv a multiple of 8"});
   }
   out.push_back({"d192", Problem::backward(Shape{1, 2, 2, 64, 64, 192, 192}, DType::bf16),
                  "head dims d_qk = 192, d_v = 192: sm90's backward has tiles for d_qk = d_v = 64, "

@@ -85,6 +85,13 @@ std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
            "the batch or the heads the bias broadcasts is not served yet";
   }
   if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
+  // A TMA store writes a row's last 16-byte piece whole, the elements past its end included
+  // (the battery's canaries after a dBias of 11 keys, H200): rows of whole pieces only.
+  if (f.has(TensorId::dbias) && f.s_kv % 8 != 0) {
+    return "tensor 'dbias' dims[3] = " + std::to_string(f.s_kv) +
+           ": sm90 stores dBias by TMA, which writes whole 16-byte pieces of a row: s_kv a "
+           "multiple of 8";
+  }
   if (*tile == BwdTile::d128 && !forced) *tile = BwdTile::d128_m64;
   if (!bwd_tile_shape(*tile).bias) {
     return std::string("tensor 'bias': backward tile ") + bwd_tile_shape(*tile).name +

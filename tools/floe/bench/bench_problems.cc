@@ -346,7 +346,8 @@ Problem make_problem(const BenchProblem& bp, Direction dir) {
   if (bp.ragged()) p.set_ragged_q(bp.total_q()).set_ragged_kv(bp.total_kv());
   if (bp.paged()) p.set_paged_kv(bp.page_size, bp.num_pages());
   if (bp.mask.is_band()) p.set_mask(bp.mask);
-  if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]).set_bias_grad(bp.bias_grad);
+  if (bp.bias) p.set_bias((*bp.bias)[0], (*bp.bias)[1]);
+  if (bp.bias && !bp.bias_grad) p.set_bias_grad(false);
   if (bp.sink) p.set_sink();
   if (bp.softcap) p.set_softcap(*bp.softcap);
   if (bp.deterministic) p.set_deterministic();
