@@ -332,7 +332,9 @@ def render(data, plot=None):
         "",
         "D 128, S 4096, B 4, Hq 16, non-causal; each problem differs from plain in one feature: "
         "GQA 8:1 (Hkv 2), a sliding window of 1024 keys to the left (none to the right), a bias "
-        "[1, Hq] broadcast over the batch, a per-head sink, softcap 30, stats rows with a gap, "
+        "[1, Hq] broadcast over the batch (with its gradient, summed over the batch; "
+        "`bias_nograd`: the same bias without a gradient, what the peers' bias backward "
+        "computes), a per-head sink, softcap 30, stats rows with a gap, "
         "q/k/v/o (and their gradients) in BSHD layout, the bitwise-deterministic mode (P7).",
         "",
         section_features(rows),
