@@ -26,7 +26,8 @@ struct LaunchStep {
   int smem_bytes = 0;
 };
 struct LaunchSteps {
-  static constexpr int kMax = 4;  // sm90's backward with dSink: preprocess, main, dQ, dSink
+  // sm90's backward with dSink and a summed dBias: preprocess, main, dQ, dSink, dBias.
+  static constexpr int kMax = 5;
   LaunchStep step[kMax];
   int count = 0;
 };

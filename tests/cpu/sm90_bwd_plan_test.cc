@@ -245,6 +245,8 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
   std::vector<Named> problems;
   problems.push_back(
       {"dbias per batch and head", Problem::backward(d128, DType::bf16).set_bias(2, 4)});
+  problems.push_back({"dbias summed over the batch and heads",
+                      Problem::backward(d128, DType::bf16).set_bias(1, 1).set_sink()});
   problems.push_back({"broadcast bias, no dbias",
                       Problem::backward(d128, DType::bf16).set_bias(1, 1).set_bias_grad(false)});
   problems.push_back(
@@ -282,7 +284,21 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
     EXPECT_NE(text.find("bias (a tile a visit staged by TMA beside Q, read transposed by ldmatrix"),
               std::string::npos)
         << text;
-    EXPECT_EQ(text.find("dBias = dS") != std::string::npos, n.problem.has(TensorId::dbias)) << text;
+    const TensorDesc* dbias = n.problem.tensor(TensorId::dbias);
+    const bool summed =
+        dbias != nullptr && (dbias->dims[0] < q.dims[0] || dbias->dims[1] < q.dims[1]);
+    EXPECT_EQ(text.find("dBias = dS") != std::string::npos, dbias != nullptr && !summed) << text;
+    EXPECT_EQ(text.find("dBias summed over the broadcast dims") != std::string::npos, summed)
+        << text;
+    // The summed dBias's fp32 chunk: a block_m x 128 tile per (query tile, key tile, summed
+    // batch and head), beside the plain chunks.
+    if (summed) {
+      const detail::sm90::BwdTileShape& s = detail::sm90::bwd_tile_shape(tile);
+      const int64_t tiles = ((q.dims[2] + s.block_m - 1) / s.block_m) *
+                            ((n.problem.tensor(TensorId::k)->dims[2] + 127) / 128) *
+                            dbias->dims[0] * dbias->dims[1];
+      EXPECT_GE(plan->workspace_bytes(), static_cast<size_t>(tiles * s.block_m * 128 * 4));
+    }
   }
   // The bias has no room beside d128's 80 rows: forced there, sm90 declines.
   test::ScopedEnv knob("FLOE_SM90_BWD_TILE", "d128");
@@ -305,15 +321,13 @@ struct Declined {
 std::vector<Declined> declined_problems() {
   std::vector<Declined> out;
   const Shape d128{1, 2, 2, 64, 64, 128, 128};
-  out.push_back(
-      {"dbias summed over the batch",
-       Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16).set_bias(1, 2),
-       "tensor 'dbias' dims [1, 2, ...]: sm90's backward stores dS as dBias, one writer a tile; "
-       "a dBias summed over the batch or the heads the bias broadcasts is not served yet"});
-  out.push_back({"dbias summed over the heads", Problem::backward(d128, DType::bf16).set_bias(1, 1),
-                 "tensor 'dbias' dims [1, 1, ...]: sm90's backward stores dS as dBias, one writer "
-                 "a tile; a dBias summed over the batch or the heads the bias broadcasts is not "
-                 "served yet"});
+  out.push_back({"dbias summed over the batch, deterministic",
+                 Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16)
+                     .set_bias(1, 2)
+                     .set_deterministic(),
+                 "tensor 'dbias' dims [1, 2, ...] in deterministic mode: sm90's backward sums dS "
+                 "over the batch or the heads the bias broadcasts in no fixed order (sm80 sums it "
+                 "in a fixed one)"});
   out.push_back({"bias softcap sink",
                  Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
                  "tensor 'bias' with a softcap: sm90's bias backward has no softcap"});

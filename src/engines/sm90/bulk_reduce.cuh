@@ -22,6 +22,14 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* global, const float* 
       : "memory");
 }
 
+// global[0..3] += (a, b, c, d): one 16-byte reduction from registers (REDG.E.ADD.F32x4), 16-byte
+// aligned; no bulk group.
+__device__ __forceinline__ void red_add_f32x4(float* global, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(global), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
+
 __device__ __forceinline__ void bulk_commit_group() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }

@@ -14,7 +14,9 @@
 // written it, and waits for the store to have read it before the next visit's dS overwrites it.
 // Query tiles a CTA does not visit (outside the band, past the batch's length; every tile where
 // the key tile is past the batch's keys) hold a dBias of 0: after the main loop the CTA stores a
-// zeroed tile there. sm_90a device code only.
+// zeroed tile there. A dBias summed over a broadcast dim (the batch, the heads) is instead added
+// into an fp32 chunk of the workspace (add_dbias_tile) and written by bwd_dbias_convert.cuh.
+// sm_90a device code only.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,29 @@ __device__ __forceinline__ void add_bias(const BwdParams& p, const RBias& rBias,
   CUTE_UNROLL
   for (int i = 0; i < cute::size(acc_s); ++i) {
     acc_s(i) = fmaf(static_cast<float>(rBias(i)), unit, acc_s(i));
+  }
+}
+
+// A dBias summed over a broadcast dim: this thread's dS^T (fp32, the visit of head h, batch b at
+// tile (m_block, n_block)) added into its tile of the accumulator in fragment order, one 16-byte
+// reduction per four values (a warp: 512 contiguous bytes). In no fixed order across CTAs: the
+// deterministic mode declines the sum.
+template <class T, class AccDp>
+__device__ __forceinline__ void add_dbias_tile(const BwdParams& p, const AccDp& acc_dp, int h,
+                                               int b, int m_block, int n_block, int ctid) {
+  const int64_t tile =
+      ((static_cast<int64_t>(b * p.dbias_b_step) * p.dbias_h + h * p.dbias_h_step) *
+           p.num_m_blocks +
+       m_block) *
+          p.num_n_blocks +
+      n_block;
+  float* t = p.dbias_accum + tile * (T::kBlockM * T::kBlockN) + ctid * 4;
+  constexpr int kFrag = T::kBlockM * T::kBlockN / T::kConsumerThreads;
+  static_assert(kFrag % 4 == 0, "whole float4 chunks");
+  CUTE_UNROLL
+  for (int j = 0; j < kFrag / 4; ++j) {
+    red_add_f32x4(t + j * T::kConsumerThreads * 4, acc_dp(4 * j), acc_dp(4 * j + 1),
+                  acc_dp(4 * j + 2), acc_dp(4 * j + 3));
   }
 }
 

@@ -197,6 +197,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     bwd::probabilities<T>(p, qt, acc_s, rP, tScS, ss.lse[stage], m0, n0, skv_b);
     warpgroup_wait<0>();
     bwd::scores_gradient(acc_s, acc_dp, tScS, ss.delta[stage]);
+    if constexpr (T::kBias) {
+      if (p.dbias_accum != nullptr) {
+        bwd::add_dbias_tile<T>(p, acc_dp, at.h, b, at.m_block, n_block, ctid);
+      }
+    }
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {

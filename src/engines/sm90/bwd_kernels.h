@@ -17,6 +17,9 @@ struct BwdGrids {
   unsigned query_tiles = 0;  // preprocess and dQ convert: num_m_blocks * h_q * b
   unsigned key_tiles = 0;    // main kernel: num_n_blocks * h_kv * b
   unsigned heads = 0;        // dSink: h_q
+  // The bias kernel's dBias conversion: (query tile, key tile) x the summed dBias's batches and
+  // heads; 0 where dBias is not summed (the step is skipped).
+  unsigned dbias_tiles = 0;
 };
 
 using BwdKernel = KernelEntry<BwdParams, BwdGrids>;

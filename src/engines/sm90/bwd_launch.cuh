@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "engines/sm90/bwd_dbias_convert.cuh"
 #include "engines/sm90/bwd_dq_convert.cuh"
 #include "engines/sm90/bwd_dsink.cuh"
 #include "engines/sm90/bwd_kernel.cuh"
@@ -62,11 +63,17 @@ struct BwdInstanceOf {
     if constexpr (kDsink) {
       bwd_dsink_kernel<Element, T::kBlockM><<<grids.heads, 256, 0, stream>>>(params);
     }
+    if constexpr (T::kBias) {
+      if (grids.dbias_tiles > 0) {
+        bwd_dbias_convert_kernel<T><<<grids.dbias_tiles, T::kConsumerThreads, 0, stream>>>(params);
+      }
+    }
     return cudaGetLastError();
   }
 
   // The same kernels for the driver: the key tiles are the main kernel's (step 1) grid, the
-  // heads dSink's (step 3), the query tiles the other two's.
+  // heads dSink's (step 3), the dBias tiles the bias kernel's last step's, the query tiles the
+  // other two's.
   static LaunchSteps steps() {
     using Element = typename T::Element;
     LaunchSteps s;
@@ -77,8 +84,13 @@ struct BwdInstanceOf {
                  T::kConsumerThreads, 0};
     s.count = 3;
     if constexpr (kDsink) {
-      s.step[3] = {reinterpret_cast<const void*>(&bwd_dsink_kernel<Element, T::kBlockM>), 256, 0};
-      s.count = 4;
+      s.step[s.count++] = {reinterpret_cast<const void*>(&bwd_dsink_kernel<Element, T::kBlockM>),
+                           256, 0};
+    }
+    // The bias kernel's dBias conversion, last; skipped where dBias is not summed (grid 0).
+    if constexpr (T::kBias) {
+      s.step[s.count++] = {reinterpret_cast<const void*>(&bwd_dbias_convert_kernel<T>),
+                           T::kConsumerThreads, 0};
     }
     return s;
   }

@@ -71,18 +71,19 @@ bool dbias_summed(const Facts& f) {
   return (d.dims[0] == 1 && f.b > 1) || (d.dims[1] == 1 && f.h_q > 1);
 }
 
-// The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, dBias one
-// writer a tile, and a tile with room for the bias ring (d128 takes its 64-row tile for it).
+// The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, a summed
+// dBias not in deterministic mode, and a tile with room for the bias ring (d128 takes its 64-row
+// tile for it).
 std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
   if (f.has_softcap) {
     return "tensor 'bias' with a softcap: sm90's bias backward has no softcap";
   }
   if (std::string why = check_tma_bias(f, TensorId::bias); !why.empty()) return why;
-  if (dbias_summed(f)) {
+  if (dbias_summed(f) && f.deterministic) {
     return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
            std::to_string(f.t(TensorId::dbias).dims[1]) +
-           ", ...]: sm90's backward stores dS as dBias, one writer a tile; a dBias summed over "
-           "the batch or the heads the bias broadcasts is not served yet";
+           ", ...] in deterministic mode: sm90's backward sums dS over the batch or the heads "
+           "the bias broadcasts in no fixed order (sm80 sums it in a fixed one)";
   }
   if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
   // A TMA store writes a row's last 16-byte piece whole, the elements past its end included
@@ -136,8 +137,12 @@ std::string choose_backward(const Facts& f, const Target& target, BwdChoice* out
   const BwdTileShape& shape = bwd_tile_shape(c.tile);
   const int64_t m_blocks = (f.s_q + shape.block_m - 1) / shape.block_m;
   const int64_t n_blocks = (f.s_kv + shape.block_n - 1) / shape.block_n;
-  if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max) {
-    return "grid: the query or key tiles exceed sm90's 2^31 - 1 CTAs";
+  const int64_t dbias_tiles = dbias_summed(f) ? m_blocks * n_blocks * f.t(TensorId::dbias).dims[0] *
+                                                    f.t(TensorId::dbias).dims[1]
+                                              : 0;
+  if (m_blocks * f.h_q * f.b > kInt32Max || n_blocks * f.h_kv * f.b > kInt32Max ||
+      dbias_tiles > kInt32Max) {
+    return "grid: the query, key or dBias tiles exceed sm90's 2^31 - 1 CTAs";
   }
   c.softcap = f.has_softcap;
   c.dsink = f.has(TensorId::dsink);
@@ -160,6 +165,7 @@ constexpr const char* kDqAccumChunk = "dq_accum";
 constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
 constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
+constexpr const char* kDbiasAccumChunk = "dbias_accum";
 // The deterministic grid's share of L2 (the H100's and H200's hold 50 and 60 MB) for the Q and dO
 // of the pairs whose key tiles run together.
 constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
@@ -183,7 +189,9 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
     p.score.tanh_k = static_cast<float>(2.0 * kernels::kLog2eOf<double> * f.scale / f.softcap);
   }
   p.bias_unit = static_cast<float>(1.0 / f.scale);
-  p.has_dbias = f.has(TensorId::dbias);
+  // One writer a dBias tile: stored by TMA from dS's tile; summed: reductions, then a last step.
+  p.has_dbias = f.has(TensorId::dbias) && !dbias_summed(f);
+  if (f.has(TensorId::dbias)) p.dbias_strides = tensor_core::strides_of(f, TensorId::dbias);
   if (f.has(TensorId::sink)) p.sink_stride = f.t(TensorId::sink).strides[0];
   if (f.has(TensorId::dsink)) p.dsink_stride = f.t(TensorId::dsink).strides[0];
   p.score.mask = kernels::BandMask::from(f.mask);
@@ -194,6 +202,12 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   p.num_m_blocks = static_cast<int32_t>((f.s_q + shape.block_m - 1) / shape.block_m);
   p.num_n_blocks = static_cast<int32_t>((f.s_kv + shape.block_n - 1) / shape.block_n);
   p.s_q_pad = p.num_m_blocks * shape.block_m;
+  p.dbias_tile_floats = shape.block_m * shape.block_n;
+  if (dbias_summed(f)) {
+    const TensorDesc& d = f.t(TensorId::dbias);
+    p.dbias_b = static_cast<int32_t>(d.dims[0]);
+    p.dbias_h = static_cast<int32_t>(d.dims[1]);
+  }
   p.query_tiles = kernels::QueryTileScheduler::make(p.num_m_blocks, f.h_q, /*heavy_last_m=*/false);
   p.deterministic = f.deterministic;
   // Deterministic: sections of (kv head, batch) pairs whose Q and dO (every query head of the
@@ -220,6 +234,11 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
     ws.add(kDqSemaphoreChunk, static_cast<size_t>(f.b * f.h_q) *
                                   static_cast<size_t>(p.num_m_blocks) * sizeof(int32_t));
   }
+  if (p.dbias_b > 0) {
+    ws.add(kDbiasAccumChunk, static_cast<size_t>(p.dbias_b * p.dbias_h) *
+                                 static_cast<size_t>(p.num_m_blocks * p.num_n_blocks) *
+                                 static_cast<size_t>(p.dbias_tile_floats) * sizeof(float));
+  }
 }
 
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
@@ -234,7 +253,8 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         kernel_(kernel),
         tile_(tile),
         grids_(grids),
-        functions_(functions) {
+        functions_(functions),
+        has_dsink_(f.has(TensorId::dsink)) {
     if (f.has(TensorId::bias)) {
       const int rows = bwd_tile_shape(tile).block_m;
       bias_ = tma_bias(f, rows, &params_.bias_b_step, &params_.bias_h_step, TensorId::bias);
@@ -289,16 +309,26 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     p.lse_log2 = ws.carve<float>(kLseChunk);
     p.delta = ws.carve<float>(kDeltaChunk);
     if (p.deterministic) p.dq_sem = ws.carve<int32_t>(kDqSemaphoreChunk);
+    if (p.dbias_b > 0) {
+      p.dbias_accum = ws.carve<float>(kDbiasAccumChunk);
+      p.dbias = args.get(TensorId::dbias);
+    }
     if (facts.has(TensorId::dsink)) {
       p.sink = static_cast<const float*>(args.get(TensorId::sink));
       p.dsink = static_cast<float*>(args.get(TensorId::dsink));
     }
     // The preprocess and the dQ conversion cover query tiles, the main kernel key tiles, dSink
-    // (step 3) the query heads.
+    // (step 3) the query heads, the bias kernel's last step the summed dBias's tiles (0: not
+    // summed, skipped).
+    const int dsink_step = has_dsink_ ? 3 : -1;
+    const int dbias_step = bias_.rows != 0 ? kernel_->steps.count - 1 : -1;
     return launch_steps(
         "sm90", *kernel_, functions_, grids_,
         [&](int i) {
-          return i == 1 ? grids_.key_tiles : i == 3 ? grids_.heads : grids_.query_tiles;
+          return i == 1            ? grids_.key_tiles
+                 : i == dsink_step ? grids_.heads
+                 : i == dbias_step ? grids_.dbias_tiles
+                                   : grids_.query_tiles;
         },
         p, stream);
   }
@@ -324,7 +354,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  private:
   // The softcap and bias kernels and the dSink step, for describe().
   std::string score_mods() const {
-    const bool dsink = kernel_->steps.count == 4;
+    const bool dsink = has_dsink_;
     const bool bias = bias_.rows != 0;
     if (!params_.score.has_softcap && !dsink && !bias) return "";
     std::string mods;
@@ -333,7 +363,11 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
       mods = std::string(
                  "bias (a tile a visit staged by TMA beside Q, read transposed by "
                  "ldmatrix") +
-             (params_.has_dbias ? "; dBias = dS, its shared-memory tile stored by TMA)" : ")");
+             (params_.has_dbias ? "; dBias = dS, its shared-memory tile stored by TMA)"
+              : params_.dbias_b > 0
+                  ? "; dBias summed over the broadcast dims: dS added into an fp32 chunk by "
+                    "vector reductions, in no fixed order, converted by a last kernel)"
+                  : ")");
     }
     if (dsink) {
       mods += std::string(mods.empty() ? "" : ", ") +
@@ -349,6 +383,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
   BwdTile tile_;
   BwdGrids grids_;
   StepFunctions functions_;  // resolved at plan time (null without a device)
+  bool has_dsink_;
 };
 
 }  // namespace
@@ -370,6 +405,8 @@ Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, cons
   grids.key_tiles =
       static_cast<unsigned>(kernels::KeyTileScheduler::grid(params.key_tiles, facts.b));
   grids.heads = static_cast<unsigned>(facts.h_q);
+  grids.dbias_tiles = static_cast<unsigned>(int64_t{params.dbias_b} * params.dbias_h *
+                                            params.num_m_blocks * params.num_n_blocks);
   StepFunctions functions;
   if (Status st = resolve_steps("sm90", c->kernel->name, c->kernel->steps, target, &functions);
       !st) {

@@ -4,7 +4,8 @@
 //   lse_log2[i] = LSE * log2(e) from the stats (through their strides); +inf for rows past the
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0,
 //   dq_accum    = 0 over the tile (64 x d floats, whatever their order),
-//   dq_sem      = 0 for the tile (deterministic mode: no key tile has added yet).
+//   dq_sem      = 0 for the tile (deterministic mode: no key tile has added yet),
+//   dbias_accum = 0 over the tile's row of dBias tiles (a summed dBias, bwd_bias.cuh).
 // delta and lse_log2 as sm80's preprocess computes them (kernels/preprocess_rows.cuh); the
 // accumulator is this engine's.
 #pragma once
@@ -38,6 +39,14 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
   float4* acc = reinterpret_cast<float4*>(p.dq_accum + row0 * p.d);
   const int n4 = kBlockM * p.d / 4;
   for (int x = tid; x < n4; x += kThreads) acc[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  // A summed dBias: the query tile's row of accumulator tiles, zeroed by the CTA of the first
+  // batch and head summed into it (b < dbias_b and h < dbias_h name one CTA a row).
+  if (p.dbias_accum != nullptr && b < p.dbias_b && h < p.dbias_h) {
+    const int64_t row = (static_cast<int64_t>(b) * p.dbias_h + h) * p.num_m_blocks + m_block;
+    const int64_t floats = static_cast<int64_t>(p.num_n_blocks) * p.dbias_tile_floats;
+    float4* t = reinterpret_cast<float4*>(p.dbias_accum + row * floats);
+    for (int64_t x = tid; x < floats / 4; x += kThreads) t[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   if (p.dq_sem != nullptr && tid == 0) {
     p.dq_sem[(static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m_block] = 0;
   }

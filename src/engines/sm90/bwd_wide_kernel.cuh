@@ -16,6 +16,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cute/tensor.hpp>
 
+#include "engines/sm90/bulk_reduce.cuh"
 #include "engines/sm90/bwd_dq_order.cuh"
 #include "engines/sm90/bwd_kv_epilogue.cuh"
 #include "engines/sm90/bwd_params.h"
@@ -28,17 +29,6 @@
 #include "kernels/tile_scheduler.cuh"
 
 namespace floe::detail::sm90 {
-
-namespace bwd {
-
-// global[0..3] += v, one 16-byte reduction (REDG.E.ADD.F32x4).
-__device__ __forceinline__ void red_add_f32x4(float* global, float a, float b, float c, float d) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(global), "f"(a), "f"(b),
-               "f"(c), "f"(d)
-               : "memory");
-}
-
-}  // namespace bwd
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1)
