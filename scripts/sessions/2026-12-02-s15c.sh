@@ -19,20 +19,20 @@ stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
 pinned() { env FLOE_ENGINE=sm90 FLOE_DIRECTIONS=bwd FLOE_LAYOUT=aligned FLOE_HEAD_DIMS=128/128 "$@"; }
 
 stamp build
-check 230 "$R/build" --kernels ci --archs 90a --steps configure,build
+check 200 "$R/build" --kernels ci --archs 90a --steps configure,build
 stamp battery-bias
 pinned FLOE_FEATURES=bias FLOE_BATTERY=quick FLOE_BATTERY_CASES=900 \
-  FLOE_FAILURE_DIR="$R/failures-bias" timeout 40 "$battery" >"$R/battery-bias.log" 2>&1
+  FLOE_FAILURE_DIR="$R/failures-bias" timeout 30 "$battery" >"$R/battery-bias.log" 2>&1
 echo "battery-bias rc $?"
 grep -E '^\[battery\] backward' "$R/battery-bias.log"
 stamp memcheck
 pinned FLOE_FEATURES="bias,bias b-broadcast" FLOE_BATTERY=smoke FLOE_BATTERY_CASES=300 \
-  FLOE_HARNESS_THREADS=4 FLOE_FAILURE_DIR="$R/failures-memcheck" timeout 40 \
+  FLOE_HARNESS_THREADS=4 FLOE_FAILURE_DIR="$R/failures-memcheck" timeout 30 \
   "$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)" --tool memcheck \
   --leak-check no --padding 64 --error-exitcode 86 --print-limit 20 "$battery" >"$R/memcheck-bias.log" 2>&1
 echo "memcheck rc $?"
 grep -E 'ERROR SUMMARY|^\[battery\] backward:' "$R/memcheck-bias.log"
 stamp bench
-check 60 "$R/bench" --steps bench --bench-args '--group features'
+check 45 "$R/bench" --steps bench --bench-args '--group features'
 grep -E 'bias|plain' "$R/bench/bench.log" | head -8
 stamp end
