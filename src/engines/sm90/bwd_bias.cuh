@@ -5,9 +5,8 @@
 // The producer (bwd_producer.cuh) loads the visit's bias tile (kBlockM queries x kBlockN keys)
 // into the ring stage of its Q, on Q's full barrier, in 64-key boxes laid out as dS's tile is
 // ([kBlockN / 64][kBlockM][64], 128-byte swizzle); TMA zero-fills what lies past the tensor. The
-// consumers read it in
-// S^T's (key, query) view with ldmatrix.trans: four instructions a thread and visit at 64 query
-// rows, where 2-byte loads would be 32.
+// consumers read it in S^T's (key, query) view with ldmatrix.trans: four instructions a thread
+// and visit at 64 query rows, where 2-byte loads would be 32.
 //
 // dBias is the visit's dS, which the consumers already store to shared memory (bf16, [query]
 // [key]) as dQ's operand; one thread TMA-stores that tile to dBias once every consumer has
