@@ -102,6 +102,13 @@ HarnessSettings read_settings() {
     s.features.push_back(f);
     at = comma + 1;
   }
+  const std::string keys = env_or("FLOE_KEYS_MULTIPLE", "1");
+  {
+    char* end = nullptr;
+    const long m = std::strtol(keys.c_str(), &end, 10);
+    if (*end != '\0' || m < 1 || m > 256) bad_env("FLOE_KEYS_MULTIPLE", keys, "1 to 256");
+    s.keys_multiple = m;
+  }
   const std::string bias_grad = env_or("FLOE_BIAS_GRAD", "1");
   if (bias_grad != "0" && bias_grad != "1") bad_env("FLOE_BIAS_GRAD", bias_grad, "0 or 1");
   s.bias_grad = bias_grad == "1";

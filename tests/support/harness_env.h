@@ -23,6 +23,9 @@
 //   FLOE_FEATURES        F1,F2,-F3: every random case has the features F1 and F2 and not F3
 //                        (the battery's feature names, e.g. "bias,-bias b-broadcast"), drawn
 //                        again from the case's seed until it has; unset: every case
+//   FLOE_KEYS_MULTIPLE   N: every random case's s_kv a multiple of N (drawn, then rounded), so
+//                        that a bias's packed rows are whole 16-byte pieces (N = 8), as sm90's
+//                        bias kernels need; unset: any s_kv
 //   FLOE_BIAS_GRAD       0: a backward case with a bias declares no dBias (a bias that needs no
 //                        gradient; feature "bias without dbias"); its failure folder's
 //                        problem.json, which has no such key, reproduces it with dBias
@@ -51,6 +54,7 @@ struct HarnessSettings {
   int64_t head_dim_qk = 0, head_dim_v = 0;  // FLOE_HEAD_DIMS; 0: random
   std::vector<std::string> features;        // FLOE_FEATURES: wanted, or "-" and unwanted
   bool bias_grad = true;                    // FLOE_BIAS_GRAD
+  int64_t keys_multiple = 1;                // FLOE_KEYS_MULTIPLE
 };
 
 // Reads the variables above once; later calls return the same settings.

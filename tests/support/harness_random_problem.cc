@@ -199,6 +199,10 @@ json random_problem_json(Rng& rng, Direction direction, const GeneratorLimits& l
     if (hq > lim.max_h_q) continue;
     sq = draw_length(rng, lim.max_s_q, 0.12);
     skv = draw_length(rng, lim.max_s_kv, 0.10);
+    // FLOE_KEYS_MULTIPLE: drawn, then rounded up (down where that passes the limit).
+    if (const int64_t m = harness_settings().keys_multiple; m > 1) {
+      skv = std::max(m, std::min((skv + m - 1) / m, lim.max_s_kv / m) * m);
+    }
     dqk = draw_head_dim(rng, lim.max_d);
     dv = rng.chance(0.5) ? dqk : draw_head_dim(rng, lim.max_d);
     if (harness_settings().head_dim_qk > 0) {  // FLOE_HEAD_DIMS: drawn, then replaced
