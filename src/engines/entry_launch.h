@@ -47,9 +47,9 @@ Status launch_steps(const char* engine, const KernelEntry<Params, Grid>& entry,
                     const Params& params, Stream stream) {
   for (int i = 0; i < entry.steps.count; ++i) {
     const LaunchStep& s = entry.steps.step[i];
-    if (grid_of_step(i) == 0) continue;  // a step this problem does not need (sm90's dBias sum)
-    const int err =
-        launch_kernel(functions[i], grid_of_step(i), s.threads, s.smem_bytes, stream, &params);
+    const auto grid_i = grid_of_step(i);
+    if (grid_i == 0) continue;  // a step this problem does not need (sm90's dBias sum)
+    const int err = launch_kernel(functions[i], grid_i, s.threads, s.smem_bytes, stream, &params);
     if (err == 0) continue;
     if (i > 0 || !is_context_error(err)) return launch_error(engine, entry.name, err);
     return tensor_core::launch_status(

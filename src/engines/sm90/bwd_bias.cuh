@@ -78,16 +78,24 @@ __device__ __forceinline__ void add_dbias_tile(const BwdParams& p, const AccDp& 
   }
 }
 
-// One thread, once every consumer has written and fenced the visit's dS tile: dS to dBias at
-// (queries m0.., keys n0..) of head h, batch b; TMA leaves out what lies past the tensor.
+// The TMA stores of dS's shared-memory tile (or a zeroed one) to dBias at (queries m0.., keys
+// n0..) of head h, batch b, one 64-key box each; TMA leaves out what lies past the tensor. The
+// caller commits the bulk group.
 template <class T, class Storage>
-__device__ __forceinline__ void store_dbias_tile(const BwdParams& p, Storage& ss, int m0, int n0,
-                                                 int h, int b) {
+__device__ __forceinline__ void store_dbias_boxes(const BwdParams& p, Storage& ss, int m0, int n0,
+                                                  int h, int b) {
   CUTE_UNROLL
   for (int c = 0; c < T::kBlockN / 64; ++c) {
     cute::SM90_TMA_STORE_4D::copy(&p.tma_dbias, ss.ds.data() + c * T::kBlockM * 64, n0 + 64 * c, m0,
                                   h * p.dbias_h_step, b * p.dbias_b_step);
   }
+}
+
+// One thread, once every consumer has written and fenced the visit's dS tile: dS to dBias.
+template <class T, class Storage>
+__device__ __forceinline__ void store_dbias_tile(const BwdParams& p, Storage& ss, int m0, int n0,
+                                                 int h, int b) {
+  store_dbias_boxes<T>(p, ss, m0, n0, h, b);
   bulk_commit_group();
 }
 
@@ -101,10 +109,7 @@ __device__ __forceinline__ void zero_unvisited_dbias(const BwdParams& p, Storage
                                                      int h_kv, int b, int ctid) {
   if (ctid == 0) bulk_wait_group_read<0>();
   cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
-  uint4* tile = reinterpret_cast<uint4*>(ss.ds.data());
-  constexpr int kPieces =
-      T::kBlockM * T::kBlockN * static_cast<int>(sizeof(typename T::Element)) / 16;
-  for (int i = ctid; i < kPieces; i += T::kConsumerThreads) tile[i] = make_uint4(0, 0, 0, 0);
+  zero_rows<T::kBlockM, T::kBlockN, T::kConsumerThreads>(ss.ds.data(), 0, ctid);
   cutlass::arch::fence_view_async_shared();
   cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
   if (ctid != 0) return;
@@ -112,11 +117,7 @@ __device__ __forceinline__ void zero_unvisited_dbias(const BwdParams& p, Storage
     const int h = h_kv * p.group + g;
     for (int m_block = 0; m_block < p.num_m_blocks; ++m_block) {
       if (!qt.empty() && m_block >= qt.begin && m_block < qt.end) continue;
-      CUTE_UNROLL
-      for (int c = 0; c < T::kBlockN / 64; ++c) {
-        cute::SM90_TMA_STORE_4D::copy(&p.tma_dbias, ss.ds.data() + c * T::kBlockM * 64, n0 + 64 * c,
-                                      m_block * T::kBlockM, h * p.dbias_h_step, b * p.dbias_b_step);
-      }
+      store_dbias_boxes<T>(p, ss, m_block * T::kBlockM, n0, h, b);
     }
   }
   bulk_commit_group();

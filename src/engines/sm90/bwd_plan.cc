@@ -300,7 +300,8 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     if (facts.has(TensorId::bias)) {
       TmaMatrix bias = bias_, dbias = dbias_;
       bias.base = args.get(TensorId::bias);
-      dbias.base = facts.has(TensorId::dbias) ? args.get(TensorId::dbias) : nullptr;
+      // dBias's map only where the kernel stores to it (a summed dBias goes out by its last step).
+      dbias.base = params_.has_dbias ? args.get(TensorId::dbias) : nullptr;
       if (!encode_tma(bias, &p.tma_bias) ||
           (dbias.base != nullptr && !encode_tma(dbias, &p.tma_dbias))) {
         return Status(Code::device_error,
