@@ -157,31 +157,45 @@ struct KeyTile {
   int b;        // batch
 };
 
-// (key tile, kv head, batch) CTAs, key tile fastest: the key/value-stationary backward kernels,
-// each CTA visiting the query tiles that see its keys.
+// (key tile, kv head, batch) CTAs: the key/value-stationary backward kernels, each CTA visiting
+// the query tiles that see its keys. Three orders:
 //
-// Descending (the deterministic backward, whose CTAs wait on the higher key tiles of their own
+// kTileFastest (the default): key tile fastest, then kv head, then batch.
+//
+// kDescending (the deterministic backward, whose CTAs wait on the higher key tiles of their own
 // (kv head, batch) pair, so those must have lower linear indices): the pairs go in sections of
 // `section` pairs, one section after the other; within a section the key tile is the slow index,
 // highest first, and the pairs of the section the fast one. A section of one pair is the plain
 // order reversed. Wider sections spread each pair's chain of waits over several waves of CTAs (its
 // key tiles are not all dispatched at once), at the price of the Q and dO of more heads in L2.
+//
+// kSiblings (a dBias summed over a broadcast dim, whose tile (query tile, key tile) every pair of
+// the sum adds into): sections as kDescending's, the key tile ascending, so that the CTAs adding
+// into one accumulator tile run at once and visit the query tiles in step: their reductions meet
+// in L2 instead of reading and writing the fp32 accumulator in HBM once a pair. The pairs of a
+// section are those of the sum: with batch_fastest (a sum over the batch) the pair index is
+// h_kv * b + batch, else batch * h_kv + head.
+enum class KeyOrder : uint8_t { kTileFastest, kDescending, kSiblings };
+
 struct KeyTileScheduler {
   struct Params {
-    FastDivisor n_blocks, h_kv;  // by the key tile count ceil(s_kv / block_n), by Hkv
-    bool descending = false;
-    // Descending only: the sections of (kv head, batch) pairs, section * n_blocks CTAs apart; the
+    FastDivisor n_blocks, h_kv, b;  // by the key tile count ceil(s_kv / block_n), by Hkv, by B
+    KeyOrder order = KeyOrder::kTileFastest;
+    bool batch_fastest = false;  // kSiblings only: pairs ordered (kv head, batch), batch fastest
+    // Sectioned orders: the sections of (kv head, batch) pairs, section * n_blocks CTAs apart; the
     // last one has `last` pairs.
     FastDivisor section_tiles, section, last;
     uint32_t last_section = 0;
   };
-  // section_pairs (descending only): pairs per section, <= 0 or more than there are: one section.
-  static Params make(int64_t n_blocks, int64_t h_kv, bool descending = false, int64_t b = 1,
-                     int64_t section_pairs = 1) {
+  // section_pairs (sectioned orders): pairs per section, <= 0 or more than there are: one section.
+  static Params make(int64_t n_blocks, int64_t h_kv, KeyOrder order = KeyOrder::kTileFastest,
+                     int64_t b = 1, int64_t section_pairs = 1, bool batch_fastest = false) {
     Params p;
     p.n_blocks = divisor_of(n_blocks);
     p.h_kv = divisor_of(h_kv);
-    p.descending = descending;
+    p.b = divisor_of(b);
+    p.order = order;
+    p.batch_fastest = batch_fastest && order == KeyOrder::kSiblings;
     set_pair_sections(p, h_kv * b, n_blocks, section_pairs);
     return p;
   }
@@ -189,18 +203,23 @@ struct KeyTileScheduler {
   static size_t workspace_bytes(const Params&) { return 0; }
 
   FLOE_HD static KeyTile tile(const Params& p, uint32_t linear) {
-    if (!p.descending) {
+    if (p.order == KeyOrder::kTileFastest) {
       const TileHeadBatch t = decode_tile_head_batch(linear, p.n_blocks, p.h_kv);
       return KeyTile{static_cast<int>(t.tile), static_cast<int>(t.h), static_cast<int>(t.b)};
     }
     const uint32_t sec = p.section_tiles.div(linear);
     const uint32_t in = linear - sec * p.section_tiles.d;
     const FastDivisor pairs = sec == p.last_section ? p.last : p.section;
-    const uint32_t from_top = pairs.div(in);
-    const uint32_t pair = sec * p.section.d + (in - from_top * pairs.d);
+    const uint32_t step = pairs.div(in);
+    const uint32_t pair = sec * p.section.d + (in - step * pairs.d);
+    const int n_block =
+        static_cast<int>(p.order == KeyOrder::kDescending ? p.n_blocks.d - 1 - step : step);
+    if (p.batch_fastest) {
+      const uint32_t h = p.b.div(pair);
+      return KeyTile{n_block, static_cast<int>(h), static_cast<int>(pair - h * p.b.d)};
+    }
     const uint32_t b = p.h_kv.div(pair);
-    return KeyTile{static_cast<int>(p.n_blocks.d - 1 - from_top),
-                   static_cast<int>(pair - b * p.h_kv.d), static_cast<int>(b)};
+    return KeyTile{n_block, static_cast<int>(pair - b * p.h_kv.d), static_cast<int>(b)};
   }
 };
 

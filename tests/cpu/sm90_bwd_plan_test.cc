@@ -260,8 +260,6 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
   problems.push_back(
       {"d192x128",
        Problem::backward(Shape{1, 4, 2, 200, 200, 192, 128}, DType::bf16).set_bias(1, 4)});
-  // The summed dBias is held back behind its knob (bwd_plan.cc): opted in here.
-  test::ScopedEnv sum_knob("FLOE_SM90_BWD_DBIAS_SUM", "1");
   for (const Named& n : problems) {
     SCOPED_TRACE(n.name);
     auto plan = Plan::build(n.problem, Target::cuda_arch(90));
@@ -302,7 +300,7 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
       EXPECT_GE(plan->workspace_bytes(), static_cast<size_t>(tiles * s.block_m * 128 * 4));
     }
   }
-  // Opted in, the deterministic mode still declines a summed dBias (sm80 sums in a fixed order).
+  // The deterministic mode declines a summed dBias (sm80 sums in a fixed order).
   {
     Problem det = problems[1].problem;
     det.set_deterministic();
@@ -337,11 +335,6 @@ struct Declined {
 std::vector<Declined> declined_problems() {
   std::vector<Declined> out;
   const Shape d128{1, 2, 2, 64, 64, 128, 128};
-  out.push_back({"dbias summed over the batch, held back",
-                 Problem::backward(Shape{2, 2, 2, 64, 64, 128, 128}, DType::bf16).set_bias(1, 2),
-                 "tensor 'dbias' dims [1, 2, ...]: sm90's backward sums a dBias over the batch or "
-                 "the heads the bias broadcasts only with FLOE_SM90_BWD_DBIAS_SUM=1 (held back: "
-                 "not yet run on a GPU)"});
   out.push_back({"bias softcap sink",
                  Problem::backward(d128, DType::bf16).set_bias(1, 2).set_softcap(30.0).set_sink(),
                  "tensor 'bias' with a softcap: sm90's bias backward has no softcap"});

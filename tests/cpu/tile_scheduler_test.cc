@@ -169,8 +169,8 @@ TEST(TileScheduler, DescendingKeyTilesRunEachPairsTilesHighestFirst) {
     const int64_t pairs = d.heads * d.batch;
     for (int64_t section : {int64_t{1}, int64_t{3}, int64_t{12}, pairs}) {
       SCOPED_TRACE("section " + std::to_string(section));
-      const KeyTileScheduler::Params p =
-          KeyTileScheduler::make(d.tiles, d.heads, true, d.batch, section);
+      const KeyTileScheduler::Params p = KeyTileScheduler::make(
+          d.tiles, d.heads, kernels::KeyOrder::kDescending, d.batch, section);
       const int64_t grid = KeyTileScheduler::grid(p, d.batch);
       ASSERT_EQ(grid, d.tiles * pairs);
       const int64_t g = std::min(section, pairs);
@@ -185,6 +185,40 @@ TEST(TileScheduler, DescendingKeyTilesRunEachPairsTilesHighestFirst) {
         const int64_t at =
             sec * g * d.tiles + (d.tiles - 1 - t.n_block) * in_sec + (pair - sec * g);
         ASSERT_EQ(at, int64_t{i}) << "tile " << t.n_block << " head " << t.h_kv << " batch " << t.b;
+      });
+    }
+  }
+}
+
+// A summed dBias's grid: sections of the pairs that add into one accumulator tile (one head's
+// batches, batch fastest, or one batch's heads), the key tiles ascending within a section and the
+// pairs fastest, so that those pairs' CTAs of one key tile are dispatched together. Checked
+// against the closed form of the position, and every (tile, head, batch) once.
+TEST(TileScheduler, SiblingKeyTilesRunThePairsOfASumSideBySide) {
+  std::mt19937_64 rng(83);
+  for (const Dims& d : shapes(rng)) {
+    for (bool batch_fastest : {false, true}) {
+      SCOPED_TRACE(batch_fastest ? "batch fastest" : "head fastest");
+      const int64_t pairs = d.heads * d.batch;
+      const int64_t g = batch_fastest ? d.batch : d.heads;
+      const KeyTileScheduler::Params p = KeyTileScheduler::make(
+          d.tiles, d.heads, kernels::KeyOrder::kSiblings, d.batch, g, batch_fastest);
+      const int64_t grid = KeyTileScheduler::grid(p, d.batch);
+      ASSERT_EQ(grid, d.tiles * pairs);
+      std::set<std::tuple<int, int, int>> seen;
+      for_indices(grid, rng, [&](uint32_t i) {
+        const kernels::KeyTile t = KeyTileScheduler::tile(p, i);
+        ASSERT_GE(t.n_block, 0);
+        ASSERT_LT(t.n_block, d.tiles);
+        ASSERT_LT(t.h_kv, d.heads);
+        ASSERT_LT(t.b, d.batch);
+        const int64_t pair =
+            batch_fastest ? int64_t{t.h_kv} * d.batch + t.b : int64_t{t.b} * d.heads + t.h_kv;
+        const int64_t sec = pair / g;
+        const int64_t at = sec * g * d.tiles + int64_t{t.n_block} * g + (pair - sec * g);
+        ASSERT_EQ(at, int64_t{i}) << "tile " << t.n_block << " head " << t.h_kv << " batch " << t.b;
+        if (grid <= 4096)
+          EXPECT_TRUE(seen.insert({t.n_block, t.h_kv, t.b}).second) << "linear " << i;
       });
     }
   }

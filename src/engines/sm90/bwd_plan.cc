@@ -83,15 +83,6 @@ std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
     const std::string dims = "tensor 'dbias' dims [" +
                              std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
                              std::to_string(f.t(TensorId::dbias).dims[1]) + ", ...]";
-    // Held back until a GPU session has run it (written in session 15, when the device time
-    // ran out): FLOE_SM90_BWD_DBIAS_SUM=1 opts in.
-    int knob = -1;
-    if (std::string why = read_switch("FLOE_SM90_BWD_DBIAS_SUM", &knob); !why.empty()) return why;
-    if (knob != 1) {
-      return dims +
-             ": sm90's backward sums a dBias over the batch or the heads the bias broadcasts "
-             "only with FLOE_SM90_BWD_DBIAS_SUM=1 (held back: not yet run on a GPU)";
-    }
     if (f.deterministic) {
       return dims +
              " in deterministic mode: sm90's backward sums dS over the batch or the heads the "
@@ -231,8 +222,20 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
     const int64_t pair_bytes = f.group * f.s_q * (f.d_qk + f.d_v) * 2;
     section = std::max<int64_t>(1, kSectionL2Bytes / std::max<int64_t>(1, pair_bytes));
   }
+  kernels::KeyOrder order =
+      f.deterministic ? kernels::KeyOrder::kDescending : kernels::KeyOrder::kTileFastest;
+  // A summed dBias: the pairs that add into one accumulator tile side by side in the grid, so that
+  // their reductions meet in L2 (at b4 h16 s4096 the 1 GiB accumulator would otherwise be read and
+  // written in HBM once a pair). Summed over the heads (and perhaps the batch): a section is one
+  // batch's kv heads; over the batch alone: one head's batches.
+  bool batch_fastest = false;
+  if (dbias_summed(f)) {
+    order = kernels::KeyOrder::kSiblings;
+    batch_fastest = p.dbias_h > 1;
+    section = batch_fastest ? f.b : f.h_kv;
+  }
   p.key_tiles =
-      kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, f.deterministic, f.b, section);
+      kernels::KeyTileScheduler::make(p.num_n_blocks, f.h_kv, order, f.b, section, batch_fastest);
   return p;
 }
 
@@ -380,7 +383,10 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
              (params_.has_dbias ? "; dBias = dS, its shared-memory tile stored by TMA)"
               : params_.dbias_b > 0
                   ? "; dBias summed over the broadcast dims: dS added into an fp32 chunk by "
-                    "vector reductions, in no fixed order, converted by a last kernel)"
+                    "vector reductions, in no fixed order, converted by a last kernel; the " +
+                        std::to_string(params_.key_tiles.section.d) + " " +
+                        (params_.key_tiles.batch_fastest ? "batches" : "kv heads") +
+                        " summed into a tile side by side in the grid)"
                   : ")");
     }
     if (dsink) {
