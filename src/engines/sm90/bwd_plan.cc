@@ -79,15 +79,11 @@ std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
     return "tensor 'bias' with a softcap: sm90's bias backward has no softcap";
   }
   if (std::string why = check_tma_bias(f, TensorId::bias); !why.empty()) return why;
-  if (dbias_summed(f)) {
-    const std::string dims = "tensor 'dbias' dims [" +
-                             std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
-                             std::to_string(f.t(TensorId::dbias).dims[1]) + ", ...]";
-    if (f.deterministic) {
-      return dims +
-             " in deterministic mode: sm90's backward sums dS over the batch or the heads the "
-             "bias broadcasts in no fixed order (sm80 sums it in a fixed one)";
-    }
+  if (dbias_summed(f) && f.deterministic) {
+    return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
+           std::to_string(f.t(TensorId::dbias).dims[1]) +
+           ", ...] in deterministic mode: sm90's backward sums dS over the batch or the heads the "
+           "bias broadcasts in no fixed order (sm80 sums it in a fixed one)";
   }
   if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
   // A TMA store writes a row's last 16-byte piece whole, the elements past its end included
@@ -225,9 +221,9 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   kernels::KeyOrder order =
       f.deterministic ? kernels::KeyOrder::kDescending : kernels::KeyOrder::kTileFastest;
   // A summed dBias: the pairs that add into one accumulator tile side by side in the grid, so that
-  // their reductions meet in L2 (at b4 h16 s4096 the 1 GiB accumulator would otherwise be read and
-  // written in HBM once a pair). Summed over the heads (and perhaps the batch): a section is one
-  // batch's kv heads; over the batch alone: one head's batches.
+  // their reductions meet in L2 rather than in HBM once a pair (H200, b4 h16 s4096 d128, bias
+  // [1, 16]: 5.323 ms in the plain order, 3.845 in this one). Summed over the heads (and perhaps
+  // the batch): a section is one batch's kv heads; over the batch alone: one head's batches.
   bool batch_fastest = false;
   if (dbias_summed(f)) {
     order = kernels::KeyOrder::kSiblings;
