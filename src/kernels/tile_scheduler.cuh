@@ -168,20 +168,22 @@ struct KeyTile {
 // highest first, and the pairs of the section the fast one. A section of one pair is the plain
 // order reversed. Wider sections spread each pair's chain of waits over several waves of CTAs (its
 // key tiles are not all dispatched at once), at the price of the Q and dO of more heads in L2.
+// With a deterministic summed dBias the sections are kSiblings' (below), so that the pairs before
+// in the sum, which a pair waits on at each of its tiles, go out before it too.
 //
 // kSiblings (a dBias summed over a broadcast dim, whose tile (query tile, key tile) every pair of
 // the sum adds into): sections as kDescending's, the key tile ascending, so that the CTAs adding
 // into one accumulator tile run at once and visit the query tiles in step: their reductions meet
 // in L2 instead of reading and writing the fp32 accumulator in HBM once a pair. The pairs of a
 // section are those of the sum: with batch_fastest (a sum over the batch) the pair index is
-// h_kv * b + batch, else batch * h_kv + head.
+// head * b + batch, else batch * h_kv + head (either sectioned order).
 enum class KeyOrder : uint8_t { kTileFastest, kDescending, kSiblings };
 
 struct KeyTileScheduler {
   struct Params {
     FastDivisor n_blocks, h_kv, b;  // by the key tile count ceil(s_kv / block_n), by Hkv, by B
     KeyOrder order = KeyOrder::kTileFastest;
-    bool batch_fastest = false;  // kSiblings only: pairs ordered (kv head, batch), batch fastest
+    bool batch_fastest = false;  // sectioned orders: pairs ordered (kv head, batch), batch fastest
     // Sectioned orders: the sections of (kv head, batch) pairs, section * n_blocks CTAs apart; the
     // last one has `last` pairs.
     FastDivisor section_tiles, section, last;
@@ -195,7 +197,7 @@ struct KeyTileScheduler {
     p.h_kv = divisor_of(h_kv);
     p.b = divisor_of(b);
     p.order = order;
-    p.batch_fastest = batch_fastest && order == KeyOrder::kSiblings;
+    p.batch_fastest = batch_fastest && order != KeyOrder::kTileFastest;
     set_pair_sections(p, h_kv * b, n_blocks, section_pairs);
     return p;
   }

@@ -300,18 +300,45 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
       EXPECT_GE(plan->workspace_bytes(), static_cast<size_t>(tiles * s.block_m * 128 * 4));
     }
   }
-  // The deterministic mode declines a summed dBias (sm80 sums in a fixed order).
+  // The deterministic mode sums dBias in the sum's order (bwd_dbias_order.cuh): over the batch
+  // (GQA too), over the heads, over both; one i32 semaphore a tile beside the fp32 chunk. Over
+  // the heads of GQA it declines (sm80 serves it).
   {
-    Problem det = problems[1].problem;
+    const Shape mha{2, 4, 4, 300, 512, 128, 128};
+    std::vector<Named> served = {
+        {"over the batch, GQA", Problem::backward(d128, DType::bf16).set_bias(1, 4)},
+        {"over the heads", Problem::backward(mha, DType::bf16).set_bias(2, 1)},
+        {"over both", Problem::backward(mha, DType::f16).set_bias(1, 1).set_sink()}};
+    for (Named& d : served) {
+      SCOPED_TRACE(d.name);
+      d.problem.set_deterministic();
+      auto plan = Plan::build(d.problem, Target::cuda_arch(90));
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      if (detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128_m64, d.problem.dtype(), false,
+                                        d.problem.has(TensorId::dsink), true) == nullptr) {
+        continue;  // the ci kernel set: the plan says which kernel is missing (above)
+      }
+      EXPECT_EQ(plan->engine(), "sm90");
+      const std::string text = plan->explain();
+      EXPECT_NE(text.find("the pairs of the sum in its order at each tile (one semaphore a tile)"),
+                std::string::npos)
+          << text;
+      const TensorDesc& db = *d.problem.tensor(TensorId::dbias);
+      const int64_t tiles = ((300 + 63) / 64) * (512 / 128) * db.dims[0] * db.dims[1];
+      const int64_t rows = 2 * 4 * ((300 + 63) / 64) * 64;
+      EXPECT_GE(plan->workspace_bytes(),
+                static_cast<size_t>(tiles * (64 * 128 * 4 + 4) + rows * (128 + 2) * 4));
+    }
+    Problem det = problems[1].problem;  // summed over the batch and the heads of GQA
     det.set_deterministic();
     auto plan = Plan::build(det, Target::cuda_arch(90));
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     const EngineVerdict* v = verdict_of(*plan, "sm90");
     ASSERT_NE(v, nullptr);
     EXPECT_EQ(v->reason,
-              "tensor 'dbias' dims [1, 1, ...] in deterministic mode: sm90's backward sums dS over "
-              "the batch or the heads the bias broadcasts in no fixed order (sm80 sums it in a "
-              "fixed one)");
+              "tensor 'dbias' dims [1, 1, ...] in deterministic mode with GQA (h_q / h_kv = 2): "
+              "sm90's ordered sum over the heads would serialise each kv group behind the "
+              "previous one (sm80 serves it)");
     EXPECT_EQ(plan->engine(), "sm80");
   }
   // The bias has no room beside d128's 80 rows: forced there, sm90 declines.

@@ -224,5 +224,69 @@ TEST(TileScheduler, SiblingKeyTilesRunThePairsOfASumSideBySide) {
   }
 }
 
+// The deterministic backward with a summed dBias: kDescending over kSiblings' sections (the
+// plan's choice: a batch sum alone batch fastest in sections of the batch, else one batch's heads
+// a section). Every CTA waits on the pair before it in the sum at its key tile and on the higher
+// key tile of its own pair; both must have lower linear indices, so that waits only go to CTAs
+// dispatched earlier; and the pairs of a sum's section are side by side at each key tile.
+// Checked from the inverse map, for sums over the batch, the heads and both.
+TEST(TileScheduler, DescendingSiblingsDispatchEveryTurnBeforeItsWaiter) {
+  std::mt19937_64 rng(89);
+  std::vector<Dims> dims = shapes(rng);  // most of them past the 2^20 CTAs checked here
+  for (int i = 0; i < 100; ++i) {
+    dims.push_back({int64_t(1 + rng() % 40), int64_t(1 + rng() % 9), int64_t(1 + rng() % 9)});
+  }
+  for (const Dims& d : dims) {
+    for (int sum = 0; sum < 3; ++sum) {  // 0: over the batch, 1: over the heads, 2: both
+      SCOPED_TRACE("sum " + std::to_string(sum));
+      const bool batch_fastest = sum == 0;
+      const int64_t g = batch_fastest ? d.batch : d.heads;
+      const KeyTileScheduler::Params p = KeyTileScheduler::make(
+          d.tiles, d.heads, kernels::KeyOrder::kDescending, d.batch, g, batch_fastest);
+      const int64_t grid = KeyTileScheduler::grid(p, d.batch);
+      ASSERT_EQ(grid, d.tiles * d.heads * d.batch);
+      if (grid > (int64_t{1} << 20)) continue;
+      std::vector<int64_t> at(static_cast<size_t>(grid), -1);
+      auto key = [&](int64_t n, int64_t h, int64_t b) { return (b * d.heads + h) * d.tiles + n; };
+      for (int64_t i = 0; i < grid; ++i) {
+        const kernels::KeyTile t = KeyTileScheduler::tile(p, static_cast<uint32_t>(i));
+        ASSERT_LT(t.n_block, d.tiles);
+        ASSERT_LT(t.h_kv, d.heads);
+        ASSERT_LT(t.b, d.batch);
+        int64_t& slot = at[static_cast<size_t>(key(t.n_block, t.h_kv, t.b))];
+        ASSERT_EQ(slot, -1) << "linear " << i << " repeats a tile";
+        slot = i;
+      }
+      for (int64_t b = 0; b < d.batch; ++b) {
+        for (int64_t h = 0; h < d.heads; ++h) {
+          for (int64_t n = 0; n < d.tiles; ++n) {
+            const int64_t me = at[static_cast<size_t>(key(n, h, b))];
+            if (n + 1 < d.tiles) ASSERT_LT(at[static_cast<size_t>(key(n + 1, h, b))], me);
+            // The pairs of one sum's section side by side (their reductions meet in L2).
+            if (sum == 0) ASSERT_EQ(me, at[static_cast<size_t>(key(n, h, 0))] + b);
+            if (sum == 1) ASSERT_EQ(me, at[static_cast<size_t>(key(n, 0, b))] + h);
+            // The pair before in the sum's order (b * heads + h over the summed dims).
+            int64_t pb = b, ph = h;
+            if (sum == 0) {
+              pb = b - 1;
+            } else if (sum == 1) {
+              ph = h - 1;
+            } else if (h > 0) {
+              ph = h - 1;
+            } else {
+              pb = b - 1;
+              ph = d.heads - 1;
+            }
+            if (pb >= 0 && ph >= 0) {
+              ASSERT_LT(at[static_cast<size_t>(key(n, ph, pb))], me)
+                  << "tile " << n << " head " << h << " batch " << b;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace floe

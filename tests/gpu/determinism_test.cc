@@ -9,6 +9,7 @@
 // the sm90 problems of deterministic_problems() have 6 to 12 visitors a query tile.
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ void bitwise_everywhere(Direction dir) {
     Result<Plan> plan = build_plan(c->problem, tool::Memory::device, engine);
     if (declined_by_pinned_engine(plan)) continue;
     FLOE_ASSERT_OK(plan);
+    std::printf("[determinism] %s: %s\n", name.c_str(), plan->engine().c_str());
     Result<PreparedRun> run = PreparedRun::create(*c, *plan, tool::Memory::device);
     FLOE_ASSERT_OK(run);
 

@@ -130,6 +130,24 @@ std::vector<NamedProblem> deterministic_problems(Direction dir) {
   wide256["seq_len_kv"] = {700, 455};
   if (dir == Direction::forward) wide256["stats"] = true;
   out.push_back({"sm90-d256-gqa-causal-padding", wide256});
+  // A dBias summed over a broadcast dim (sm90's turns per accumulator tile, bwd_dbias_order.cuh;
+  // keys a multiple of 8, whole 16-byte rows): over the batch under GQA with lengths that differ
+  // by batch (a pair that visits a tile after one that does not), over the heads at d64 under a
+  // window, over both at d192 / 128 with padded keys. The forward direction has the same bias.
+  json dbias_b = problem_json(dir, "bf16", 3, 4, 2, 300, 520, 128, 128);
+  dbias_b["bias"] = {1, 4};
+  dbias_b["mask"] = {{"align", "bottom_right"}, {"left", nullptr}, {"right", 0}};
+  dbias_b["seq_len_q"] = {300, 211, 300};
+  dbias_b["seq_len_kv"] = {520, 333, 97};
+  out.push_back({"sm90-dbias-batch-sum-gqa-causal-padding", dbias_b});
+  json dbias_h = problem_json(dir, "f16", 2, 4, 4, 256, 640, 64, 64);
+  dbias_h["bias"] = {2, 1};
+  dbias_h["mask"] = {{"align", "top_left"}, {"left", 300}, {"right", 100}};
+  out.push_back({"sm90-dbias-head-sum-d64-window", dbias_h});
+  json dbias_bh = problem_json(dir, "bf16", 2, 3, 3, 200, 384, 192, 128);
+  dbias_bh["bias"] = {1, 1};
+  dbias_bh["seq_len_kv"] = {384, 250};
+  out.push_back({"sm90-dbias-both-sums-d192x128-padding", dbias_bh});
   for (NamedProblem& p : out) p.json["deterministic"] = true;
   return out;
 }

@@ -14,7 +14,8 @@
 // Query tiles a CTA does not visit (outside the band, past the batch's length; every tile where
 // the key tile is past the batch's keys) hold a dBias of 0: after the main loop the CTA stores a
 // zeroed tile there. A dBias summed over a broadcast dim (the batch, the heads) is instead added
-// into an fp32 chunk of the workspace (add_dbias_tile) and written by bwd_dbias_convert.cuh.
+// into an fp32 chunk of the workspace (add_dbias_tile; in deterministic mode in the sum's order,
+// bwd_dbias_order.cuh) and written by bwd_dbias_convert.cuh.
 // sm_90a device code only.
 #pragma once
 
@@ -25,6 +26,7 @@
 #include <cute/tensor.hpp>
 
 #include "engines/sm90/bulk_reduce.cuh"
+#include "engines/sm90/bwd_dbias_order.cuh"
 #include "engines/sm90/bwd_params.h"
 #include "engines/sm90/bwd_producer.cuh"
 #include "kernels/band_tiles.cuh"
@@ -57,17 +59,13 @@ __device__ __forceinline__ void add_bias(const BwdParams& p, const RBias& rBias,
 
 // A dBias summed over a broadcast dim: this thread's dS^T (fp32, the visit of head h, batch b at
 // tile (m_block, n_block)) added into its tile of the accumulator in fragment order, one 16-byte
-// reduction per four values (a warp: 512 contiguous bytes). In no fixed order across CTAs: the
-// deterministic mode declines the sum.
+// reduction per four values (a warp: 512 contiguous bytes). In no fixed order across CTAs, but
+// in deterministic mode in the sum's order: the caller has waited for the pair's turn at the tile
+// and passes it on (bwd_dbias_order.cuh).
 template <class T, class AccDp>
 __device__ __forceinline__ void add_dbias_tile(const BwdParams& p, const AccDp& acc_dp, int h,
                                                int b, int m_block, int n_block, int ctid) {
-  const int64_t tile =
-      ((static_cast<int64_t>(b * p.dbias_b_step) * p.dbias_h + h * p.dbias_h_step) *
-           p.num_m_blocks +
-       m_block) *
-          p.num_n_blocks +
-      n_block;
+  const int64_t tile = dbias_tile_index(p, h, b, m_block, n_block);
   float* t = p.dbias_accum + tile * (T::kBlockM * T::kBlockN) + ctid * 4;
   constexpr int kFrag = T::kBlockM * T::kBlockN / T::kConsumerThreads;
   static_assert(kFrag % 4 == 0, "whole float4 chunks");

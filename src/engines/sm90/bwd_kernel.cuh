@@ -8,7 +8,8 @@
 // of warp 1 (the dQ reducer) adds each share into the fp32 accumulator with one bulk reduce-add
 // and hands the buffer back once the copy has read it; in deterministic mode it adds a query
 // tile's share only in its key tile's turn (bwd_dq_order.cuh). dK and dV go out from registers at
-// the end. The bias kernel (bwd_bias.cuh) adds a bias tile a visit to S^T and stores dS as dBias.
+// the end. The bias kernel (bwd_bias.cuh) adds a bias tile a visit to S^T and stores dS as dBias
+// (or adds it into a summed dBias, in deterministic mode in the sum's order: bwd_dbias_order.cuh).
 //
 // Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
 // there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
@@ -110,6 +111,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
                 "setmaxnreg asks for more registers than the CTA holds");
   cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
   const int ctid = tid - 128;
+  // Deterministic mode with a summed dBias: the sum's turns (bwd_dbias_order.cuh).
+  const bool dbias_ordered = T::kBias && p.dbias_sem != nullptr;
   typename T::MmaSdP mma_sdp;
   typename T::MmadKV mma_dkv;
   typename T::MmadV mma_dv;
@@ -146,6 +149,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     const int stage = v % kStages;
     const uint32_t phase = (v / kStages) & 1;
     const int m0 = at.m_block * T::kBlockM;
+    // Deterministic summed dBias: the pair's turn at the visit's tile before its products (where
+    // the wait is in the middle of the visit, with S^T and dP^T live, ptxas spilled 52 bytes more
+    // at d64). The reductions come later in the visit.
+    if (dbias_ordered) {
+      bwd::dbias_wait_turn(p.dbias_sem + bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block),
+                           bwd::dbias_turn(p, at.h, b));
+    }
     TxBarrier::wait(&ss.q_full[stage], phase);
     TxBarrier::wait(&ss.do_full[stage], phase);
     if (sq_b - m0 < T::kBlockM && sq_b < p.s_q) {
@@ -249,6 +259,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     if constexpr (T::kBias) {
       if (p.has_dbias && ctid == 0) bwd::store_dbias_tile<T>(p, ss, m0, n0, at.h, b);
+      // Every consumer's dBias reductions precede the barrier: the sum's next pair's turn.
+      if (dbias_ordered && ctid == 0) {
+        bwd::dbias_pass_turn(p.dbias_sem + bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block));
+      }
     }
     Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
     // kDqThirds: acc_dq is this warpgroup's own 64-column chunk, acc_dq_half its half of the
@@ -333,6 +347,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   store_dk_dv<T>(p, ss, mma_dkv, acc_dk, mma_dv, acc_dv, dk, dv, n0, ctid);
   if constexpr (T::kBias) {
     if (p.has_dbias) bwd::zero_unvisited_dbias<T>(p, ss, qt, n0, h_kv, b, ctid);
+    // The turns at the tiles the CTA did not visit, all after the loop: passing those below the
+    // first visit before it made ptxas spill 8 bytes more at d128m64. The key tile's visits are
+    // decoded again rather than kept live across the loop.
+    if (dbias_ordered && ctid == 0) {
+      const KeyTileVisits k = key_tile_visits<T>(p);
+      bwd::dbias_pass_unvisited(p, k.qt, n_block, h_kv, b, 0, p.num_m_blocks);
+    }
   }
 #endif
 }

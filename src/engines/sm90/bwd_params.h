@@ -81,16 +81,20 @@ struct BwdParams {
   float bias_unit = 0.f;
   int32_t bias_b_step = 0, bias_h_step = 0, dbias_b_step = 0, dbias_h_step = 0;
   bool has_dbias = false;
-  // A dBias summed over a broadcast dim (not in deterministic mode): "dbias_accum" f32 [dbias_b,
-  // dbias_h, num_m_blocks, num_n_blocks, block_m x block_n], each tile in the consumers' S^T
-  // fragment order, zeroed by the preprocess, added to by the main kernel's vector reductions
-  // (in no fixed order), turned into dBias (dbias, through dbias_strides) by the last step.
-  // nullptr otherwise; has_dbias is then false.
+  // A dBias summed over a broadcast dim: "dbias_accum" f32 [dbias_b, dbias_h, num_m_blocks,
+  // num_n_blocks, block_m x block_n], each tile in the consumers' S^T fragment order, zeroed by
+  // the preprocess, added to by the main kernel's vector reductions (in no fixed order, or in
+  // deterministic mode in the sum's order: bwd_dbias_order.cuh), turned into dBias (dbias,
+  // through dbias_strides) by the last step. nullptr otherwise; has_dbias is then false.
   float* dbias_accum = nullptr;
   void* dbias = nullptr;
   kernels::Strides3 dbias_strides;
   int32_t dbias_b = 0, dbias_h = 0;  // the summed dBias's batch and head dims
   int32_t dbias_tile_floats = 0;     // block_m x block_n
+  // Deterministic mode with a summed dBias (nullptr otherwise): "dbias_semaphore" i32 [dbias_b,
+  // dbias_h, num_m_blocks, num_n_blocks], per accumulator tile the count of the sum's pairs that
+  // have taken their turn, zeroed by the preprocess.
+  int32_t* dbias_sem = nullptr;
 };
 
 }  // namespace floe::detail::sm90

@@ -64,26 +64,32 @@ std::string choose_tile_override(BwdTile* tile, bool* forced) {
   return "";
 }
 
-// Whether dBias sums dS over a dim the bias broadcasts (the batch or the heads).
+// Whether dBias sums dS over the batch or the heads the bias broadcasts.
+bool dbias_summed_over_batch(const Facts& f) {
+  return f.has(TensorId::dbias) && f.t(TensorId::dbias).dims[0] == 1 && f.b > 1;
+}
+bool dbias_summed_over_heads(const Facts& f) {
+  return f.has(TensorId::dbias) && f.t(TensorId::dbias).dims[1] == 1 && f.h_q > 1;
+}
 bool dbias_summed(const Facts& f) {
-  if (!f.has(TensorId::dbias)) return false;
-  const TensorDesc& d = f.t(TensorId::dbias);
-  return (d.dims[0] == 1 && f.b > 1) || (d.dims[1] == 1 && f.h_q > 1);
+  return dbias_summed_over_batch(f) || dbias_summed_over_heads(f);
 }
 
-// The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, a summed
-// dBias not in deterministic mode, and a tile with room for the bias ring (d128 takes its 64-row
-// tile for it).
+// The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, no
+// deterministic sum over the heads of GQA, and a tile with room for the bias ring (d128 takes its
+// 64-row tile for it).
 std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
   if (f.has_softcap) {
     return "tensor 'bias' with a softcap: sm90's bias backward has no softcap";
   }
   if (std::string why = check_tma_bias(f, TensorId::bias); !why.empty()) return why;
-  if (dbias_summed(f) && f.deterministic) {
-    return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
-           std::to_string(f.t(TensorId::dbias).dims[1]) +
-           ", ...] in deterministic mode: sm90's backward sums dS over the batch or the heads the "
-           "bias broadcasts in no fixed order (sm80 sums it in a fixed one)";
+  // The sum's turns go head by head (bwd_dbias_order.cuh), and a CTA visits its group's heads
+  // one after the other: each group would wait on the previous group's whole visit loop.
+  if (f.deterministic && dbias_summed_over_heads(f) && f.group > 1) {
+    return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) +
+           ", 1, ...] in deterministic mode with GQA (h_q / h_kv = " + std::to_string(f.group) +
+           "): sm90's ordered sum over the heads would serialise each kv group behind the "
+           "previous one (sm80 serves it)";
   }
   if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
   // A TMA store writes a row's last 16-byte piece whole, the elements past its end included
@@ -166,6 +172,7 @@ constexpr const char* kLseChunk = "lse_log2";
 constexpr const char* kDeltaChunk = "delta";
 constexpr const char* kDqSemaphoreChunk = "dq_semaphore";
 constexpr const char* kDbiasAccumChunk = "dbias_accum";
+constexpr const char* kDbiasSemaphoreChunk = "dbias_semaphore";
 // The deterministic grid's share of L2 (the H100's and H200's hold 50 and 60 MB) for the Q and dO
 // of the pairs whose key tiles run together.
 constexpr int64_t kSectionL2Bytes = int64_t{24} << 20;
@@ -224,10 +231,12 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
   // their reductions meet in L2 rather than in HBM once a pair (H200, b4 h16 s4096 d128, bias
   // [1, 16]: 5.323 ms in the plain order, 3.845 in this one). Summed over the heads (and perhaps
   // the batch): a section is one batch's kv heads; over the batch alone: one head's batches.
+  // Deterministic: the same sections, key tiles highest first, so that the pairs before in the
+  // sum (bwd_dbias_order.cuh) and the higher key tiles (bwd_dq_order.cuh) go out first.
   bool batch_fastest = false;
   if (dbias_summed(f)) {
-    order = kernels::KeyOrder::kSiblings;
-    batch_fastest = p.dbias_h > 1;
+    if (!f.deterministic) order = kernels::KeyOrder::kSiblings;
+    batch_fastest = !dbias_summed_over_heads(f);
     section = batch_fastest ? f.b : f.h_kv;
   }
   p.key_tiles =
@@ -236,7 +245,8 @@ BwdParams make_params(const Facts& f, const BwdChoice& c) {
 }
 
 // Every temporary is a named chunk: the fp32 dQ accumulator, the dense LSE (log2 units) and
-// Delta, rows padded to whole query tiles, and in deterministic mode one semaphore per query tile.
+// Delta, rows padded to whole query tiles, in deterministic mode one semaphore per query tile;
+// a summed dBias's fp32 tiles, in deterministic mode one semaphore per tile.
 void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
   const size_t rows = static_cast<size_t>(f.b * f.h_q) * static_cast<size_t>(p.s_q_pad);
   ws.add(kDqAccumChunk, rows * static_cast<size_t>(p.d) * sizeof(float));
@@ -247,9 +257,10 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
                                   static_cast<size_t>(p.num_m_blocks) * sizeof(int32_t));
   }
   if (p.dbias_b > 0) {
-    ws.add(kDbiasAccumChunk, static_cast<size_t>(p.dbias_b * p.dbias_h) *
-                                 static_cast<size_t>(p.num_m_blocks * p.num_n_blocks) *
-                                 static_cast<size_t>(p.dbias_tile_floats) * sizeof(float));
+    const size_t tiles = static_cast<size_t>(p.dbias_b * p.dbias_h) *
+                         static_cast<size_t>(p.num_m_blocks) * static_cast<size_t>(p.num_n_blocks);
+    ws.add(kDbiasAccumChunk, tiles * static_cast<size_t>(p.dbias_tile_floats) * sizeof(float));
+    if (f.deterministic) ws.add(kDbiasSemaphoreChunk, tiles * sizeof(int32_t));
   }
 }
 
@@ -325,6 +336,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
     if (p.dbias_b > 0) {
       p.dbias_accum = ws.carve<float>(kDbiasAccumChunk);
       p.dbias = args.get(TensorId::dbias);
+      if (p.deterministic) p.dbias_sem = ws.carve<int32_t>(kDbiasSemaphoreChunk);
     }
     if (facts.has(TensorId::dsink)) {
       p.sink = static_cast<const float*>(args.get(TensorId::sink));
@@ -378,8 +390,13 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
                  "ldmatrix") +
              (params_.has_dbias ? "; dBias = dS, its shared-memory tile stored by TMA)"
               : params_.dbias_b > 0
-                  ? "; dBias summed over the broadcast dims: dS added into an fp32 chunk by "
-                    "vector reductions, in no fixed order, converted by a last kernel; the " +
+                  ? std::string("; dBias summed over the broadcast dims: dS added into an fp32 "
+                                "chunk by vector reductions, ") +
+                        (params_.deterministic
+                             ? "the pairs of the sum in its order at each tile (one semaphore a "
+                               "tile)"
+                             : "in no fixed order") +
+                        ", converted by a last kernel; the " +
                         std::to_string(params_.key_tiles.section.d) + " " +
                         (params_.key_tiles.batch_fastest ? "batches" : "kv heads") +
                         " summed into a tile side by side in the grid)"

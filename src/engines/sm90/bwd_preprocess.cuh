@@ -5,7 +5,8 @@
 //                 batch's query length and rows whose LSE is -inf, so that P = 2^(s2 - lse2) = 0,
 //   dq_accum    = 0 over the tile (64 x d floats, whatever their order),
 //   dq_sem      = 0 for the tile (deterministic mode: no key tile has added yet),
-//   dbias_accum = 0 over the tile's row of dBias tiles (a summed dBias, bwd_bias.cuh).
+//   dbias_accum = 0 over the tile's row of dBias tiles (a summed dBias, bwd_bias.cuh),
+//   dbias_sem   = 0 for that row's tiles (deterministic mode with a summed dBias).
 // delta and lse_log2 as sm80's preprocess computes them (kernels/preprocess_rows.cuh); the
 // accumulator is this engine's.
 #pragma once
@@ -46,6 +47,10 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const __grid_consta
     const int64_t floats = static_cast<int64_t>(p.num_n_blocks) * p.dbias_tile_floats;
     float4* t = reinterpret_cast<float4*>(p.dbias_accum + row * floats);
     for (int64_t x = tid; x < floats / 4; x += kThreads) t[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p.dbias_sem != nullptr) {
+      for (int x = tid; x < p.num_n_blocks; x += kThreads)
+        p.dbias_sem[row * p.num_n_blocks + x] = 0;
+    }
   }
   if (p.dq_sem != nullptr && tid == 0) {
     p.dq_sem[(static_cast<int64_t>(b) * p.h_q + h) * p.num_m_blocks + m_block] = 0;

@@ -1,0 +1,90 @@
+// sm90 backward, deterministic mode (P7) with a dBias summed over a broadcast dim: the order in
+// which the (batch, head) pairs of the sum add their dS into one fp32 tile of "dbias_accum".
+// fp32 addition is not associative, so the vector reductions into a tile come in one order in
+// every run: the pairs' order in the sum, b * h_q + h over the summed dims (the turn below).
+//
+// Every pair of the sum takes its turn at every tile, visiting it or not (past its lengths,
+// outside the band): a count per tile ("dbias_semaphore", zeroed by the preprocess of the same
+// execute) says how many pairs have. A visiting CTA's consumer threads wait for the turn at the
+// start of the visit, add dS once they have it, and meet at the barrier after dS's stmatrix; one
+// of them then passes the turn, so the pairs of a sum run about a visit apart. The tiles a CTA
+// does not visit it passes without adding, after its main loop. (Where the pairs' lengths differ,
+// a pair that visits a tile may so wait on the whole loop of one before it that does not.)
+//
+// Progress: a pair only waits on the pairs before it in the sum at its own key tile, and the
+// grid (KeyTileScheduler kDescending, the pairs of a sum the fast index of a section, sections
+// in the sum's order) hands those out first; the dQ turns (bwd_dq_order.cuh) wait on higher key
+// tiles of the same pair, handed out before as well. The lowest-index CTA that has not finished
+// waits on nobody unfinished, so every wait ends. GQA with a sum over the heads is declined
+// (bwd_plan.cc): a CTA visits its group's heads one after the other, so the turn of the next
+// group would wait on the whole visit loop of the previous one.
+#pragma once
+
+#include <cstdint>
+
+#include "engines/sm90/bwd_params.h"
+#include "kernels/band_tiles.cuh"
+
+namespace floe::detail::sm90::bwd {
+
+// The tile of the accumulator that head h, batch b adds into at (m_block, n_block).
+__device__ __forceinline__ int64_t dbias_tile_index(const BwdParams& p, int h, int b, int m_block,
+                                                    int n_block) {
+  return ((static_cast<int64_t>(b * p.dbias_b_step) * p.dbias_h + h * p.dbias_h_step) *
+              p.num_m_blocks +
+          m_block) *
+             p.num_n_blocks +
+         n_block;
+}
+
+// The place of pair (b, h) in the sum: the pairs before it over the summed dims.
+__device__ __forceinline__ int dbias_turn(const BwdParams& p, int h, int b) {
+  const int b_term = p.dbias_b_step == 0 ? b : 0;
+  const int h_term = p.dbias_h_step == 0 ? h : 0;
+  return b_term * (p.dbias_h_step == 0 ? p.h_q : 1) + h_term;
+}
+
+// Until the tile's count says it is this pair's turn (acquire, gpu scope: the pairs before's
+// reductions are then visible to this thread's). Where it does not end within tens of seconds (a
+// broken order) the kernel faults instead of hanging the device: by a misaligned store, not a
+// trap, which in the consumers' loop made ptxas spill their accumulators (1.2 KB a thread at
+// d128m64, where the store leaves the 4 bytes of before).
+__device__ __forceinline__ void dbias_wait_turn(const int32_t* sem, int turn) {
+  int32_t now;
+  int spins = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(now) : "l"(sem) : "memory");
+  } while (now != turn && ++spins < (1 << 26));
+  if (now != turn) {
+    *reinterpret_cast<volatile int32_t*>(reinterpret_cast<uintptr_t>(sem) + 1) = now;
+  }
+}
+
+// The next pair's turn; the caller has met every adding thread at a barrier after their
+// reductions, so that the release fence is cumulative over them.
+__device__ __forceinline__ void dbias_pass_turn(int32_t* sem) {
+  asm volatile(
+      "fence.acq_rel.gpu;\n"
+      "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem)
+      : "memory");
+}
+
+// One thread: the turns of the tiles of key tile n_block this CTA does not visit, for every
+// query head of its group, query tiles [from, to). Waits for each turn (acquire) and passes it
+// (release): nothing is added there.
+__device__ __forceinline__ void dbias_pass_unvisited(const BwdParams& p,
+                                                     const kernels::QueryTiles& qt, int n_block,
+                                                     int h_kv, int b, int from, int to) {
+  for (int g = 0; g < p.group; ++g) {
+    const int h = h_kv * p.group + g;
+    const int turn = dbias_turn(p, h, b);
+    for (int m_block = from; m_block < to; ++m_block) {
+      if (!qt.empty() && m_block >= qt.begin && m_block < qt.end) continue;
+      int32_t* sem = p.dbias_sem + dbias_tile_index(p, h, b, m_block, n_block);
+      dbias_wait_turn(sem, turn);
+      asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+    }
+  }
+}
+
+}  // namespace floe::detail::sm90::bwd
