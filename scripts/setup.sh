@@ -17,9 +17,21 @@ have_headers() { [ -f /usr/include/nlohmann/json.hpp ] && [ -f /usr/include/CLI/
 if ! have_headers; then
   if command -v apt-get >/dev/null; then
     sudo_=""; [ "$(id -u)" = 0 ] || sudo_=sudo
-    $sudo_ apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq \
-      nlohmann-json3-dev libcli11-dev libgtest-dev googletest cmake ninja-build >/dev/null
+    # Another apt (a boot-time unattended upgrade, a second set-up) may hold its locks: apt-get
+    # update fails at once on the lists lock (DPkg::Lock::Timeout covers only dpkg's), so both
+    # calls are retried for up to five minutes.
+    apt_retry() {
+      local i
+      for i in $(seq 1 30); do
+        "$@" && return 0
+        echo "setup: apt-get failed (attempt $i of 30; another apt holding its lock?), again in 10 s" >&2
+        sleep 10
+      done
+      return 1
+    }
+    apt_retry $sudo_ apt-get update -qq
+    apt_retry $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 install \
+      -y -qq nlohmann-json3-dev libcli11-dev libgtest-dev googletest cmake ninja-build >/dev/null
   else
     echo "setup: no apt-get and no .deps/include: install nlohmann-json, CLI11 and GoogleTest" >&2
     exit 1

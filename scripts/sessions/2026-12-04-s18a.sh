@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 18, one job (H200, two device calls through scripts/detach.sh): the deterministic
-# summed dBias of sm90's bias kernel (bwd_dbias_order.cuh: one turn a pair of the sum at each
-# accumulator tile), on the full kernel set for sm_90a (the d64 and d192 / 128 bias kernels too,
-# on the GPU last at 53f1f2f):
+# Session 18's job, written there but not run (no GPU was lent): for the next session, on an
+# H200 in two device calls through scripts/detach.sh. The deterministic summed dBias of sm90's
+# bias kernel (bwd_dbias_order.cuh: one turn a pair of the sum at each accumulator tile), on the
+# full kernel set for sm_90a (the d64 and d192 / 128 bias kernels too, on the GPU last at
+# 53f1f2f):
 #   1. build; the scheduler and plan tests
 #   2. the sm90-pinned backward battery on bias cases in deterministic mode at d128, d64 and
 #      d192 / 128, and in the default mode at d64 and d192 / 128
@@ -16,6 +17,8 @@ set -uo pipefail
 R=${1:?usage: 2026-12-04-s18a.sh RESULTS_DIR}
 B=/tmp/floe-b18a
 source "$(dirname "$0")/lib.sh"
+# The ordered sum is held back behind its knob (bwd_plan.cc): opted in for every step.
+export FLOE_SM90_BWD_DBIAS_ORDERED=1
 
 stamp build
 check 420 "$R/build" --kernels full --archs 90a --steps configure,build
