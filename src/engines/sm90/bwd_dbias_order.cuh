@@ -22,14 +22,17 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "engines/sm90/bwd_params.h"
 #include "kernels/band_tiles.cuh"
 
 namespace floe::detail::sm90::bwd {
 
+// The turns' arithmetic is host and device code, so that tests/cpu/sm90_dbias_turns_test.cc
+// replays the protocol over the plan's grid; the semaphore accesses below are device code only.
+
 // The tile of the accumulator that head h, batch b adds into at (m_block, n_block).
-__device__ __forceinline__ int64_t dbias_tile_index(const BwdParams& p, int h, int b, int m_block,
-                                                    int n_block) {
+FLOE_HD int64_t dbias_tile_index(const BwdParams& p, int h, int b, int m_block, int n_block) {
   return ((static_cast<int64_t>(b * p.dbias_b_step) * p.dbias_h + h * p.dbias_h_step) *
               p.num_m_blocks +
           m_block) *
@@ -38,12 +41,13 @@ __device__ __forceinline__ int64_t dbias_tile_index(const BwdParams& p, int h, i
 }
 
 // The place of pair (b, h) in the sum: the pairs before it over the summed dims.
-__device__ __forceinline__ int dbias_turn(const BwdParams& p, int h, int b) {
+FLOE_HD int dbias_turn(const BwdParams& p, int h, int b) {
   const int b_term = p.dbias_b_step == 0 ? b : 0;
   const int h_term = p.dbias_h_step == 0 ? h : 0;
   return b_term * (p.dbias_h_step == 0 ? p.h_q : 1) + h_term;
 }
 
+#if defined(__CUDACC__)
 // Until the tile's count says it is this pair's turn (acquire, gpu scope: the pairs before's
 // reductions are then visible to this thread's). Where it does not end within tens of seconds (a
 // broken order) the kernel faults instead of hanging the device: by a misaligned store, not a
@@ -86,5 +90,7 @@ __device__ __forceinline__ void dbias_pass_unvisited(const BwdParams& p,
     }
   }
 }
+
+#endif  // __CUDACC__
 
 }  // namespace floe::detail::sm90::bwd

@@ -279,6 +279,16 @@ void add_workspace(const Facts& f, const BwdParams& p, WorkspaceLayout& ws) {
   }
 }
 
+// With a bias: its tensor map (and dBias's) without the bases, and the broadcast dims' steps.
+void bias_maps(const Facts& f, BwdTile tile, BwdParams& p, TmaMatrix* bias, TmaMatrix* dbias) {
+  if (!f.has(TensorId::bias)) return;
+  const int rows = bwd_tile_shape(tile).block_m;
+  *bias = tma_bias(f, rows, &p.bias_b_step, &p.bias_h_step, TensorId::bias);
+  if (f.has(TensorId::dbias)) {
+    *dbias = tma_bias(f, rows, &p.dbias_b_step, &p.dbias_h_step, TensorId::dbias);
+  }
+}
+
 class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
  public:
   Sm90BackwardPlan(const Facts& f, const BwdParams& params, const BwdKernel* kernel, BwdTile tile,
@@ -293,13 +303,7 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
         grids_(grids),
         functions_(functions),
         has_dsink_(f.has(TensorId::dsink)) {
-    if (f.has(TensorId::bias)) {
-      const int rows = bwd_tile_shape(tile).block_m;
-      bias_ = tma_bias(f, rows, &params_.bias_b_step, &params_.bias_h_step, TensorId::bias);
-      if (f.has(TensorId::dbias)) {
-        dbias_ = tma_bias(f, rows, &params_.dbias_b_step, &params_.dbias_h_step, TensorId::dbias);
-      }
-    }
+    bias_maps(f, tile, params_, &bias_, &dbias_);
   }
 
   // TMA reads the bias and writes dBias: their bases, like Q's, need 16 bytes.
@@ -438,6 +442,21 @@ class Sm90BackwardPlan final : public tensor_core::TensorCoreLaunchPlan {
 
 std::string backward_decline_reason(const Facts& facts, const Target& target) {
   return choose_backward(facts, target, nullptr);
+}
+
+Result<BwdParams> backward_params(const Facts& facts, const Target& target) {
+  BwdChoice c;
+  if (std::string why = choose_backward(facts, target, &c); !why.empty()) {
+    return Status(Code::not_supported, "sm90: " + why);
+  }
+  BwdParams p = make_params(facts, c);
+  TmaMatrix bias, dbias;
+  bias_maps(facts, c.tile, p, &bias, &dbias);
+  // Set where launch() would set them, to a pointer never dereferenced on the host.
+  static int32_t nowhere = 0;
+  if (p.deterministic) p.dq_sem = &nowhere;
+  if (p.deterministic && p.dbias_b > 0) p.dbias_sem = &nowhere;
+  return p;
 }
 
 Result<std::unique_ptr<const LaunchPlan>> plan_backward(const Facts& facts, const Target& target,
