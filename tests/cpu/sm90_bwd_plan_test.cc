@@ -236,6 +236,16 @@ TEST(Sm90BwdPlan, TheCiKernelSetHoldsD128Bf16) {
   EXPECT_EQ(detail::sm90::find_bwd_kernel(detail::sm90::BwdTile::d128, DType::f32), nullptr);
 }
 
+// sm90 declines `problem` with `reason`, and sm80 serves it.
+void expect_sm80_serves(const Problem& problem, const std::string& reason) {
+  auto plan = Plan::build(problem, Target::cuda_arch(90));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const EngineVerdict* v = verdict_of(*plan, "sm90");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->reason, reason);
+  EXPECT_EQ(plan->engine(), "sm80");
+}
+
 // The bias kernel (bwd_bias.cuh): a bias of any broadcast, with a dBias of the problem's batch and
 // heads or without one, on d128's 64-row tile (80 rows leave no room for the bias ring) and the
 // other tiles that have room; explain names it. The ci kernel set has no bias kernel: the plan
@@ -307,15 +317,10 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
   {
     Problem held = problems[0].problem;
     held.set_bias(1, 4).set_deterministic();
-    auto plan = Plan::build(held, Target::cuda_arch(90));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    const EngineVerdict* v = verdict_of(*plan, "sm90");
-    ASSERT_NE(v, nullptr);
-    EXPECT_EQ(v->reason,
-              "tensor 'dbias' dims [1, 4, ...] in deterministic mode: sm90's backward sums it in "
-              "a fixed order only with FLOE_SM90_BWD_DBIAS_ORDERED=1 (held back: not yet run on a "
-              "GPU; sm80 serves it)");
-    EXPECT_EQ(plan->engine(), "sm80");
+    expect_sm80_serves(held,
+                       "tensor 'dbias' dims [1, 4, ...] in deterministic mode: sm90's backward "
+                       "sums it in a fixed order only with FLOE_SM90_BWD_DBIAS_ORDERED=1 (held "
+                       "back: not yet run on a GPU; sm80 serves it)");
   }
   {
     test::ScopedEnv opt_in("FLOE_SM90_BWD_DBIAS_ORDERED", "1");
@@ -346,15 +351,10 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
     }
     Problem det = problems[1].problem;  // summed over the batch and the heads of GQA
     det.set_deterministic();
-    auto plan = Plan::build(det, Target::cuda_arch(90));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    const EngineVerdict* v = verdict_of(*plan, "sm90");
-    ASSERT_NE(v, nullptr);
-    EXPECT_EQ(v->reason,
-              "tensor 'dbias' dims [1, 1, ...] in deterministic mode with GQA (h_q / h_kv = 2): "
-              "sm90's ordered sum over the heads would serialise each kv group behind the "
-              "previous one (sm80 serves it)");
-    EXPECT_EQ(plan->engine(), "sm80");
+    expect_sm80_serves(det,
+                       "tensor 'dbias' dims [1, 1, ...] in deterministic mode with GQA (h_q / "
+                       "h_kv = 2): sm90's ordered sum over the heads would serialise each kv "
+                       "group behind the previous one (sm80 serves it)");
   }
   // The bias has no room beside d128's 80 rows: forced there, sm90 declines.
   test::ScopedEnv knob("FLOE_SM90_BWD_TILE", "d128");

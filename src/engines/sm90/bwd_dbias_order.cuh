@@ -25,6 +25,9 @@
 #include "common/host_device.h"
 #include "engines/sm90/bwd_params.h"
 #include "kernels/band_tiles.cuh"
+#if defined(__CUDACC__)
+#include "engines/sm90/bwd_dq_order.cuh"  // dq_pass_turn_after_generic: the hand-on of both sums
+#endif
 
 namespace floe::detail::sm90::bwd {
 
@@ -64,29 +67,20 @@ __device__ __forceinline__ void dbias_wait_turn(const int32_t* sem, int turn) {
   }
 }
 
-// The next pair's turn; the caller has met every adding thread at a barrier after their
-// reductions, so that the release fence is cumulative over them.
-__device__ __forceinline__ void dbias_pass_turn(int32_t* sem) {
-  asm volatile(
-      "fence.acq_rel.gpu;\n"
-      "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem)
-      : "memory");
-}
-
-// One thread: the turns of the tiles of key tile n_block this CTA does not visit, for every
-// query head of its group, query tiles [from, to). Waits for each turn (acquire) and passes it
-// (release): nothing is added there.
+// One thread, after the main loop: the turns of the tiles of key tile n_block this CTA does not
+// visit, for every query head of its group. Waits for each turn (acquire) and passes it
+// (dq_pass_turn_after_generic, as a visit's turn): nothing is added there.
 __device__ __forceinline__ void dbias_pass_unvisited(const BwdParams& p,
                                                      const kernels::QueryTiles& qt, int n_block,
-                                                     int h_kv, int b, int from, int to) {
+                                                     int h_kv, int b) {
   for (int g = 0; g < p.group; ++g) {
     const int h = h_kv * p.group + g;
     const int turn = dbias_turn(p, h, b);
-    for (int m_block = from; m_block < to; ++m_block) {
+    for (int m_block = 0; m_block < p.num_m_blocks; ++m_block) {
       if (!qt.empty() && m_block >= qt.begin && m_block < qt.end) continue;
       int32_t* sem = p.dbias_sem + dbias_tile_index(p, h, b, m_block, n_block);
       dbias_wait_turn(sem, turn);
-      asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+      dq_pass_turn_after_generic(sem);
     }
   }
 }

@@ -68,9 +68,10 @@ __device__ __forceinline__ void dq_pass_turn(int32_t* sem) {
 }
 
 // The same for reductions issued by many threads in the generic proxy (bwd_wide_kernel.cuh's
-// red.global.add): the caller has waited on an mbarrier every adding thread arrived on after its
-// reductions (release, acquire at CTA scope), so that this thread's release fence is cumulative
-// over them (CUTLASS's barrier release: fence.acq_rel.gpu, then a relaxed add).
+// red.global.add, the summed dBias's vector reductions: bwd_dbias_order.cuh): the caller has met
+// every adding thread at a barrier after its reductions (an mbarrier or a named barrier: release,
+// acquire at CTA scope), so that this thread's release fence is cumulative over them (CUTLASS's
+// barrier release: fence.acq_rel.gpu, then a relaxed add).
 __device__ __forceinline__ void dq_pass_turn_after_generic(int32_t* sem) {
   asm volatile(
       "fence.acq_rel.gpu;\n"

@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       if (p.has_dbias && ctid == 0) bwd::store_dbias_tile<T>(p, ss, m0, n0, at.h, b);
       // Every consumer's dBias reductions precede the barrier: the sum's next pair's turn.
       if (dbias_ordered && ctid == 0) {
-        bwd::dbias_pass_turn(p.dbias_sem + bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block));
+        bwd::dq_pass_turn_after_generic(p.dbias_sem +
+                                        bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block));
       }
     }
     Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
@@ -352,7 +353,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     // decoded again rather than kept live across the loop.
     if (dbias_ordered && ctid == 0) {
       const KeyTileVisits k = key_tile_visits<T>(p);
-      bwd::dbias_pass_unvisited(p, k.qt, n_block, h_kv, b, 0, p.num_m_blocks);
+      bwd::dbias_pass_unvisited(p, k.qt, n_block, h_kv, b);
     }
   }
 #endif
