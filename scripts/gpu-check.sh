@@ -22,8 +22,8 @@
 #                      build: also writes build-slowest.txt (ninja's 25 slowest outputs, the
 #                      build's critical path candidates)
 #                      held-back: kernels held back behind opt-in knobs, opted in (FLOE_HELD_BACK:
-#                      VAR=VALUE words; since session 18 FLOE_SM90_BWD_DBIAS_ORDERED=1, sm90's
-#                      deterministic summed dBias; empty, the step repeats the default): the GPU tests that reach them (NonFinite, Serving,
+#                      VAR=VALUE words; none is held back since session 19; empty, the step
+#                      repeats the default): the GPU tests that reach them (NonFinite, Serving,
 #                      Determinism, Graph, Streams), the sm90-pinned backward battery at the
 #                      chosen level, the same at d128 on the 80-row tile the plan takes only past
 #                      4k keys without a right bound (FLOE_SM90_BWD_TILE=d128), then memcheck

@@ -310,20 +310,10 @@ TEST(Sm90BwdPlan, BiasServedWhereDBiasHasOneWriterATile) {
       EXPECT_GE(plan->workspace_bytes(), static_cast<size_t>(tiles * s.block_m * 128 * 4));
     }
   }
-  // The deterministic mode sums dBias in the sum's order (bwd_dbias_order.cuh) where opted in
-  // (held back: not yet run on a GPU; unset, declined with that reason, sm80 serves it): over the
-  // batch (GQA too), over the heads, over both; one i32 semaphore a tile beside the fp32 chunk.
-  // Over the heads of GQA it declines (sm80 serves it).
+  // The deterministic mode sums dBias in the sum's order (bwd_dbias_order.cuh): over the batch
+  // (GQA too), over the heads, over both; one i32 semaphore a tile beside the fp32 chunk. Over
+  // the heads of GQA it declines (sm80 serves it).
   {
-    Problem held = problems[0].problem;
-    held.set_bias(1, 4).set_deterministic();
-    expect_sm80_serves(held,
-                       "tensor 'dbias' dims [1, 4, ...] in deterministic mode: sm90's backward "
-                       "sums it in a fixed order only with FLOE_SM90_BWD_DBIAS_ORDERED=1 (held "
-                       "back: not yet run on a GPU; sm80 serves it)");
-  }
-  {
-    test::ScopedEnv opt_in("FLOE_SM90_BWD_DBIAS_ORDERED", "1");
     const Shape mha{2, 4, 4, 300, 512, 128, 128};
     std::vector<Named> served = {
         {"over the batch, GQA", Problem::backward(d128, DType::bf16).set_bias(1, 4)},

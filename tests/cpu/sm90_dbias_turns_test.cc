@@ -21,7 +21,6 @@
 #include "floe/floe.h"
 #include "kernels/band_tiles.cuh"
 #include "kernels/tile_scheduler.cuh"
-#include "support/scoped_env.h"
 
 namespace floe {
 namespace {
@@ -169,7 +168,6 @@ std::vector<Case> cases() {
 }
 
 TEST(Sm90DbiasTurns, EveryWaitIsOnAnEarlierCtaAndEveryPairTakesEachTurnOnce) {
-  test::ScopedEnv opt_in("FLOE_SM90_BWD_DBIAS_ORDERED", "1");
   int replayed = 0;
   for (Case& c : cases()) {
     SCOPED_TRACE(c.name);
@@ -195,7 +193,6 @@ TEST(Sm90DbiasTurns, EveryWaitIsOnAnEarlierCtaAndEveryPairTakesEachTurnOnce) {
 // on dQ turns of higher key tiles dispatched after it, and dBias turns counted once too often (a
 // pair passing twice) leave a tile's count wrong.
 TEST(Sm90DbiasTurns, TheReplayCatchesAWrongOrder) {
-  test::ScopedEnv opt_in("FLOE_SM90_BWD_DBIAS_ORDERED", "1");
   Problem pr = Problem::backward(Shape{2, 4, 4, 300, 520, 128, 128}, DType::bf16).set_bias(1, 4);
   pr.set_deterministic();
   Result<BwdParams> p =

@@ -76,7 +76,7 @@ bool dbias_summed(const Facts& f) {
 }
 
 // The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, a
-// deterministic summed dBias only where opted in and not over the heads of GQA, and a tile with
+// deterministic summed dBias not over the heads of GQA, and a tile with
 // room for the bias ring (d128 takes its 64-row tile for it).
 std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
   if (f.has_softcap) {
@@ -87,17 +87,6 @@ std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
     const std::string dims = "tensor 'dbias' dims [" +
                              std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
                              std::to_string(f.t(TensorId::dbias).dims[1]) + ", ...]";
-    // Held back until a GPU session has run it (written in session 18, which was lent no GPU):
-    // FLOE_SM90_BWD_DBIAS_ORDERED=1 opts in.
-    int knob = -1;
-    if (std::string why = read_switch("FLOE_SM90_BWD_DBIAS_ORDERED", &knob); !why.empty()) {
-      return why;
-    }
-    if (knob != 1) {
-      return dims +
-             " in deterministic mode: sm90's backward sums it in a fixed order only with "
-             "FLOE_SM90_BWD_DBIAS_ORDERED=1 (held back: not yet run on a GPU; sm80 serves it)";
-    }
     // The sum's turns go head by head (bwd_dbias_order.cuh), and a CTA visits its group's heads
     // one after the other: each group would wait on the previous group's whole visit loop.
     if (dbias_summed_over_heads(f) && f.group > 1) {
