@@ -76,24 +76,21 @@ bool dbias_summed(const Facts& f) {
 }
 
 // The bias kernel's rules: no softcap beside it, a bias (and dBias) TMA can address, a
-// deterministic summed dBias not over the heads of GQA, and a tile with
-// room for the bias ring (d128 takes its 64-row tile for it).
+// deterministic dBias not summed over the heads of GQA, and a tile with room for the bias ring
+// (d128 takes its 64-row tile for it).
 std::string bias_rule(const Facts& f, BwdTile* tile, bool forced) {
   if (f.has_softcap) {
     return "tensor 'bias' with a softcap: sm90's bias backward has no softcap";
   }
   if (std::string why = check_tma_bias(f, TensorId::bias); !why.empty()) return why;
-  if (f.deterministic && dbias_summed(f)) {
-    const std::string dims = "tensor 'dbias' dims [" +
-                             std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
-                             std::to_string(f.t(TensorId::dbias).dims[1]) + ", ...]";
-    // The sum's turns go head by head (bwd_dbias_order.cuh), and a CTA visits its group's heads
-    // one after the other: each group would wait on the previous group's whole visit loop.
-    if (dbias_summed_over_heads(f) && f.group > 1) {
-      return dims + " in deterministic mode with GQA (h_q / h_kv = " + std::to_string(f.group) +
-             "): sm90's ordered sum over the heads would serialise each kv group behind the "
-             "previous one (sm80 serves it)";
-    }
+  // The sum's turns go head by head (bwd_dbias_order.cuh), and a CTA visits its group's heads one
+  // after the other: each group would wait on the previous group's whole visit loop.
+  if (f.deterministic && dbias_summed_over_heads(f) && f.group > 1) {
+    return "tensor 'dbias' dims [" + std::to_string(f.t(TensorId::dbias).dims[0]) + ", " +
+           std::to_string(f.t(TensorId::dbias).dims[1]) +
+           ", ...] in deterministic mode with GQA (h_q / h_kv = " + std::to_string(f.group) +
+           "): sm90's ordered sum over the heads would serialise each kv group behind the "
+           "previous one (sm80 serves it)";
   }
   if (std::string why = check_tma_bias(f, TensorId::dbias); !why.empty()) return why;
   // A TMA store writes a row's last 16-byte piece whole, the elements past its end included
