@@ -22,11 +22,7 @@ export FLOE_SM90_BWD_DBIAS_ORDERED=1
 
 stamp build
 check 420 "$R/build" --kernels full --archs 90a --steps configure,build
-for t in tile_scheduler_test sm90_bwd_plan_test; do
-  timeout 60 "$B/tests/$t" >"$R/$t.log" 2>&1
-  echo "$t rc $?"
-  tail -n 3 "$R/$t.log"
-done
+unit tile_scheduler_test sm90_bwd_plan_test
 battery det-d128 120 FLOE_FEATURES=bias,deterministic FLOE_HEAD_DIMS=128/128 FLOE_BATTERY=quick \
   FLOE_BATTERY_CASES=500
 battery det-d64 90 FLOE_FEATURES=bias,deterministic FLOE_HEAD_DIMS=64/64 FLOE_BATTERY=quick \

@@ -2,6 +2,7 @@
 # R (results folder) and B (its fresh build folder):
 #   stamp TEXT                  a timestamped line in the job's log
 #   check SECONDS ARGS...       scripts/gpu-check.sh ARGS on B, under a time limit
+#   unit TEST...                each of B's tests/TEST (60 s each), its log under R, its verdict
 #   pinned CMD...               CMD with sm90 pinned to the backward on TMA-addressable layouts,
 #                               keys in whole 16-byte rows (a bias or dBias needs them)
 #   battery NAME SECONDS ENV... the battery with ENV (pinned), its log and failures under R
@@ -12,6 +13,14 @@ mkdir -p "$R"
 floe=$B/tools/floe/floe
 stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
 check() { timeout "$1" "$root/scripts/gpu-check.sh" "${@:2}" --build-dir "$B"; }
+unit() {
+  local t
+  for t in "$@"; do
+    timeout 60 "$B/tests/$t" >"$R/$t.log" 2>&1
+    echo "$t rc $?"
+    tail -n 1 "$R/$t.log"
+  done
+}
 pinned() {
   env FLOE_ENGINE=sm90 FLOE_DIRECTIONS=bwd FLOE_LAYOUT=aligned FLOE_KEYS_MULTIPLE=8 "$@"
 }
