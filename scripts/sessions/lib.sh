@@ -7,6 +7,8 @@
 #                               keys in whole 16-byte rows (a bias or dBias needs them)
 #   battery NAME SECONDS ENV... the battery with ENV (pinned), its log and failures under R
 #   sanitize TOOL NAME ENV...   compute-sanitizer TOOL over a small pinned battery with ENV
+#   bench_pair NAME ARGS...     floe bench ARGS default and --deterministic, one after the other;
+#                               the outputs under R, the timing lines ([1/1] ...) shown
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 : "${R:?lib.sh: set R}" "${B:?lib.sh: set B}"
 mkdir -p "$R"
@@ -45,4 +47,15 @@ sanitize() {
     "$B/tests/battery_test" >"$R/$tool-$name.log" 2>&1
   echo "$tool-$name rc $?"
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[battery\] backward:' "$R/$tool-$name.log"
+}
+bench_pair() {
+  local name=$1 mode out
+  shift
+  stamp "bench-$name"
+  for mode in "" "--deterministic"; do
+    out="$R/bench-$name${mode:+-det}.txt"
+    FLOE_COMMIT=${FLOE_COMMIT:-} timeout 40 "$floe" bench "$@" $mode >"$out" 2>&1
+    echo "bench $name $mode rc $?"
+    grep -E '^\[1/1\]' "$out"
+  done
 }

@@ -5,11 +5,18 @@
 //
 // Every pair of the sum takes its turn at every tile, visiting it or not (past its lengths,
 // outside the band): a count per tile ("dbias_semaphore", zeroed by the preprocess of the same
-// execute) says how many pairs have. A visiting CTA's consumer threads wait for the turn at the
-// start of the visit, add dS once they have it, and meet at the barrier after dS's stmatrix; one
-// of them then passes the turn, so the pairs of a sum run about a visit apart. The tiles a CTA
-// does not visit it passes without adding, after its main loop. (Where the pairs' lengths differ,
-// a pair that visits a tile may so wait on the whole loop of one before it that does not.)
+// execute) says how many pairs have. The turns are kept by one warp of the producer warpgroup
+// (the turn keeper, keep_dbias_turns), off the consumers' path: per visit it waits for the pair's
+// turn at the tile (acquire, gpu scope) while the consumers compute, hands it to them through an
+// mbarrier ("dbias_turn", waited just before their reductions), meets them at a named barrier
+// they only arrive at once their reductions are issued, and passes the turn (a cumulative release,
+// whose fence.acq_rel.gpu waits for those reductions: where a consumer thread passed it, that
+// MEMBAR.GPU stalled warpgroup 0 before dQ's product every visit, x1.22 the default's time at
+// b4 h16 s4096 d128 bias [1,16]). It signals a visit's turn only after passing the one before, so
+// one mbarrier phase is outstanding at a time and the named barrier never sees two visits'
+// arrivals. The tiles a CTA does not visit it passes without adding, after its visits. (Where the
+// pairs' lengths differ, a pair that visits a tile may so wait on the whole loop of one before it
+// that does not.)
 //
 // Progress: a pair only waits on the pairs before it in the sum at its own key tile, and the
 // grid (KeyTileScheduler kDescending, the pairs of a sum the fast index of a section, sections
@@ -27,6 +34,7 @@
 #include "kernels/band_tiles.cuh"
 #if defined(__CUDACC__)
 #include "engines/sm90/bwd_dq_order.cuh"  // dq_pass_turn_after_generic: the hand-on of both sums
+#include "engines/sm90/bwd_producer.cuh"  // Barrier, Visits, VisitCursor
 #endif
 
 namespace floe::detail::sm90::bwd {
@@ -67,7 +75,7 @@ __device__ __forceinline__ void dbias_wait_turn(const int32_t* sem, int turn) {
   }
 }
 
-// One thread, after the main loop: the turns of the tiles of key tile n_block this CTA does not
+// One thread, after the visits: the turns of the tiles of key tile n_block this CTA does not
 // visit, for every query head of its group. Waits for each turn (acquire) and passes it
 // (dq_pass_turn_after_generic, as a visit's turn): nothing is added there.
 __device__ __forceinline__ void dbias_pass_unvisited(const BwdParams& p,
@@ -83,6 +91,32 @@ __device__ __forceinline__ void dbias_pass_unvisited(const BwdParams& p,
       dq_pass_turn_after_generic(sem);
     }
   }
+}
+
+// The named barrier at which the consumers, their reductions of a visit issued, meet the turn
+// keeper (bwd_kernel.cuh's kConsumersBarrier is 0).
+inline constexpr int kDbiasAddedBarrier = 1;
+
+// The turn keeper: a whole warp of the producer warpgroup (the named barrier counts warps), lane 0
+// polling and passing. `turn` is the mbarrier the consumers wait on, parity v & 1 at visit v.
+template <int kConsumerThreads>
+__device__ __forceinline__ void keep_dbias_turns(const BwdParams& p, uint64_t* turn,
+                                                 const Visits& visits,
+                                                 const kernels::QueryTiles& qt, int n_block,
+                                                 int h_kv, int b, int lane) {
+  VisitCursor at(visits);
+  CUTE_NO_UNROLL
+  for (int v = 0; v < visits.count; ++v, at.next(visits)) {
+    int32_t* sem = p.dbias_sem + dbias_tile_index(p, at.h, b, at.m_block, n_block);
+    if (lane == 0) {
+      dbias_wait_turn(sem, dbias_turn(p, at.h, b));
+      Barrier::arrive(turn);  // release, CTA scope: the acquire above is cumulative through it
+    }
+    __syncwarp();
+    cutlass::arch::NamedBarrier::sync(kConsumerThreads + 32, kDbiasAddedBarrier);
+    if (lane == 0) dq_pass_turn_after_generic(sem);
+  }
+  if (lane == 0) dbias_pass_unvisited(p, qt, n_block, h_kv, b);
 }
 
 #endif  // __CUDACC__

@@ -9,7 +9,8 @@
 // and hands the buffer back once the copy has read it; in deterministic mode it adds a query
 // tile's share only in its key tile's turn (bwd_dq_order.cuh). dK and dV go out from registers at
 // the end. The bias kernel (bwd_bias.cuh) adds a bias tile a visit to S^T and stores dS as dBias
-// (or adds it into a summed dBias, in deterministic mode in the sum's order: bwd_dbias_order.cuh).
+// (or adds it into a summed dBias, in deterministic mode in the sum's order, whose turns warp 2
+// keeps: bwd_dbias_order.cuh).
 //
 // Padding rows (past the batch's length but inside the tensor) hold whatever the tensor holds
 // there; TMA zero-fills only past the tensor. The consumers zero them in shared memory (K and V
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       Barrier::init(&ss.dq_full[w], 128);
       Barrier::init(&ss.dq_empty[w], 1);
     }
+    if constexpr (T::kBias) Barrier::init(&ss.dbias_turn, 1);
     cutlass::arch::fence_barrier_init();
   }
 
@@ -103,6 +105,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         }
       }
       bulk_wait_group<0>();  // the last adds written before the CTA's smem goes
+    } else if constexpr (T::kBias) {
+      // Warp 2, deterministic mode with a summed dBias: the sum's turns (bwd_dbias_order.cuh),
+      // also where the CTA visits nothing.
+      if (tid / 32 == 2 && p.dbias_sem != nullptr) {
+        keep_dbias_turns<T::kConsumerThreads>(p, &ss.dbias_turn, visits, qt, n_block, h_kv, b,
+                                              tid % 32);
+      }
     }
     return;
   }
@@ -149,13 +158,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     const int stage = v % kStages;
     const uint32_t phase = (v / kStages) & 1;
     const int m0 = at.m_block * T::kBlockM;
-    // Deterministic summed dBias: the pair's turn at the visit's tile before its products (where
-    // the wait is in the middle of the visit, with S^T and dP^T live, ptxas spilled 52 bytes more
-    // at d64). The reductions come later in the visit.
-    if (dbias_ordered) {
-      bwd::dbias_wait_turn(p.dbias_sem + bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block),
-                           bwd::dbias_turn(p, at.h, b));
-    }
+    // Deterministic summed dBias: the pair's turn at the visit's tile, which the turn keeper
+    // waited for while the visit before ran (bwd_dbias_order.cuh). Here, before the products:
+    // waited just before the reductions, with S^T and dP^T live, it made ptxas spill 96 bytes a
+    // thread at d64 (16 here).
+    if (dbias_ordered) Barrier::wait(&ss.dbias_turn, v & 1);
     TxBarrier::wait(&ss.q_full[stage], phase);
     TxBarrier::wait(&ss.do_full[stage], phase);
     if (sq_b - m0 < T::kBlockM && sq_b < p.s_q) {
@@ -209,7 +216,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     bwd::scores_gradient(acc_s, acc_dp, tScS, ss.delta[stage]);
     if constexpr (T::kBias) {
       if (p.dbias_accum != nullptr) {
+        // Deterministic: the turn keeper passes the turn once every consumer has arrived after
+        // its reductions (bwd_dbias_order.cuh).
         bwd::add_dbias_tile<T>(p, acc_dp, at.h, b, at.m_block, n_block, ctid);
+        if (dbias_ordered) {
+          cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, bwd::kDbiasAddedBarrier);
+        }
       }
     }
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
@@ -259,11 +271,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, kConsumersBarrier);
     if constexpr (T::kBias) {
       if (p.has_dbias && ctid == 0) bwd::store_dbias_tile<T>(p, ss, m0, n0, at.h, b);
-      // Every consumer's dBias reductions precede the barrier: the sum's next pair's turn.
-      if (dbias_ordered && ctid == 0) {
-        bwd::dq_pass_turn_after_generic(p.dbias_sem +
-                                        bwd::dbias_tile_index(p, at.h, b, at.m_block, n_block));
-      }
     }
     Tensor acc_dq = partition_fragment_C(mma_dq, typename T::TileDq{});
     // kDqThirds: acc_dq is this warpgroup's own 64-column chunk, acc_dq_half its half of the
@@ -348,13 +355,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   store_dk_dv<T>(p, ss, mma_dkv, acc_dk, mma_dv, acc_dv, dk, dv, n0, ctid);
   if constexpr (T::kBias) {
     if (p.has_dbias) bwd::zero_unvisited_dbias<T>(p, ss, qt, n0, h_kv, b, ctid);
-    // The turns at the tiles the CTA did not visit, all after the loop: passing those below the
-    // first visit before it made ptxas spill 8 bytes more at d128m64. The key tile's visits are
-    // decoded again rather than kept live across the loop.
-    if (dbias_ordered && ctid == 0) {
-      const KeyTileVisits k = key_tile_visits<T>(p);
-      bwd::dbias_pass_unvisited(p, k.qt, n_block, h_kv, b);
-    }
   }
 #endif
 }

@@ -224,6 +224,7 @@ struct BwdTraitsOf {
     alignas(8) uint64_t kv_full;
     uint64_t q_full[kStages], do_full[kStages], q_empty[kStages], do_empty[kStages];
     uint64_t dq_full[kConsumerWarpgroups], dq_empty[kConsumerWarpgroups];
+    uint64_t dbias_turn;  // the bias kernel's, in the barriers' line: bwd_dbias_order.cuh
   };
   struct BiasStorage : PlainStorage {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutBias>> bias;
